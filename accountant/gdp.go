@@ -1,0 +1,159 @@
+package accountant
+
+import (
+	"fmt"
+	"math"
+)
+
+// LogPhi returns log Phi(x), the log of the standard normal CDF, with full
+// relative precision far into the lower tail (where math.Erfc underflows).
+func LogPhi(x float64) float64 {
+	switch {
+	case math.IsNaN(x):
+		return math.NaN()
+	case x > -30:
+		if x > 5 {
+			return math.Log1p(-0.5 * math.Erfc(x/math.Sqrt2))
+		}
+		return math.Log(0.5 * math.Erfc(-x/math.Sqrt2))
+	case math.IsInf(x, -1):
+		return math.Inf(-1)
+	}
+	// Phi(x) = phi(x) * M(t), t = -x, with Mills' ratio M(t) given by the
+	// continued fraction 1/(t+1/(t+2/(t+3/(t+...)))), evaluated bottom-up;
+	// for t >= 30, 60 terms are far beyond double precision.
+	t := -x
+	f := t
+	for k := 60; k >= 1; k-- {
+		f = t + float64(k)/f
+	}
+	return -0.5*x*x - 0.5*math.Log(2*math.Pi) - math.Log(f)
+}
+
+// Phi returns the standard normal CDF.
+func Phi(x float64) float64 {
+	if x > -30 {
+		return 0.5 * math.Erfc(-x/math.Sqrt2)
+	}
+	return math.Exp(LogPhi(x))
+}
+
+// Delta returns delta(epsilon) of a mu-GDP mechanism,
+// Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (Dong, Roth, Su 2019,
+// Corollary 2.13). It is computed as Phi(a)*(1 - e^(eps + log Phi(b) - log Phi(a)))
+// to avoid cancellation.
+func Delta(mu, epsilon float64) (float64, error) {
+	if err := checkMu(mu); err != nil {
+		return 0, err
+	}
+	if !(epsilon >= 0) || math.IsInf(epsilon, 1) {
+		return 0, fmt.Errorf("epsilon must be a finite number >= 0, got %v", epsilon)
+	}
+	return delta(mu, epsilon), nil
+}
+
+func delta(mu, eps float64) float64 {
+	a := -eps/mu + mu/2
+	b := -eps/mu - mu/2
+	la, lb := LogPhi(a), LogPhi(b)
+	r := eps + lb - la
+	if r >= 0 { // only by round-off; the true difference is positive
+		return 0
+	}
+	return math.Exp(la) * -math.Expm1(r)
+}
+
+// Epsilon returns the smallest epsilon >= 0 such that a mu-GDP mechanism is
+// (epsilon, delta)-DP.
+func Epsilon(mu, delta float64) (float64, error) {
+	if err := checkMu(mu); err != nil {
+		return 0, err
+	}
+	if err := checkDelta(delta); err != nil {
+		return 0, err
+	}
+	if deltaAt(mu, 0) <= delta {
+		return 0, nil
+	}
+	// delta(eps) decreases in eps; bracket, then bisect on a log scale of delta.
+	lo, hi := 0.0, math.Max(1, mu*mu)
+	for deltaAt(mu, hi) > delta {
+		lo, hi = hi, 2*hi
+		if hi > 1e6 {
+			return math.Inf(1), nil
+		}
+	}
+	return bisect(lo, hi, func(e float64) bool { return deltaAt(mu, e) > delta }), nil
+}
+
+// Mu returns the largest mu such that mu-GDP implies (epsilon, delta)-DP; a
+// Gaussian mechanism with sigma = sensitivity/Mu(epsilon, delta) is the
+// analytic Gaussian mechanism of Balle and Wang (2018).
+func Mu(epsilon, delta float64) (float64, error) {
+	if !(epsilon > 0) || math.IsInf(epsilon, 1) {
+		return 0, fmt.Errorf("epsilon must be a positive finite number, got %v", epsilon)
+	}
+	if err := checkDelta(delta); err != nil {
+		return 0, err
+	}
+	// delta(eps; mu) increases in mu.
+	lo, hi := 0.0, 1.0
+	for deltaAt(hi, epsilon) < delta {
+		lo, hi = hi, 2*hi
+		if hi > 1e6 {
+			return 0, fmt.Errorf("no mu reaches delta = %g at epsilon = %g", delta, epsilon)
+		}
+	}
+	return bisect(lo, hi, func(m float64) bool { return m == 0 || deltaAt(m, epsilon) < delta }), nil
+}
+
+// Compose returns the mu of the composition of mu_i-GDP mechanisms, sqrt(sum mu_i^2).
+func Compose(mus ...float64) float64 {
+	var s float64
+	for _, m := range mus {
+		s += m * m
+	}
+	return math.Sqrt(s)
+}
+
+// GaussianMu returns the GDP parameter of the Gaussian mechanism with L2
+// sensitivity S and noise scale sigma: exactly S/sigma.
+func GaussianMu(sensitivity, sigma float64) float64 { return sensitivity / sigma }
+
+func deltaAt(mu, eps float64) float64 {
+	if mu == 0 {
+		return 0
+	}
+	return delta(mu, eps)
+}
+
+// bisect returns the boundary in [lo, hi] where below(x) turns false, to
+// double precision. below(lo) must hold and below(hi) must not.
+func bisect(lo, hi float64, below func(float64) bool) float64 {
+	for i := 0; i < 200; i++ {
+		mid := lo + (hi-lo)/2
+		if mid <= lo || mid >= hi {
+			break
+		}
+		if below(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
+}
+
+func checkMu(mu float64) error {
+	if !(mu > 0) || math.IsInf(mu, 1) {
+		return fmt.Errorf("mu must be a positive finite number, got %v", mu)
+	}
+	return nil
+}
+
+func checkDelta(delta float64) error {
+	if !(delta > 0 && delta < 1) {
+		return fmt.Errorf("delta must lie strictly between 0 and 1, got %v", delta)
+	}
+	return nil
+}

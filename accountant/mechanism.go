@@ -1,0 +1,142 @@
+package accountant
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
+// Mechanism kinds understood by the accountant.
+const (
+	KindGaussian           = "gaussian"            // Gaussian noise: Mu, or Sensitivity and Sigma
+	KindSubsampledGaussian = "subsampled_gaussian" // Poisson-subsampled Gaussian: Q, Sigma (noise multiplier), Steps
+	KindLaplace            = "laplace"             // Laplace noise: Sensitivity and Epsilon (= sensitivity/scale)
+	KindExternal           = "external"            // a spend made outside dpsql, given as Mu (gdp_spend)
+)
+
+// Neighbour notions. Budgets are stated for add/remove neighbours; a
+// replace-one release counts as two add/remove steps (see Mechanism.GDPMu).
+const (
+	AddRemove  = "add_remove"
+	ReplaceOne = "replace_one"
+)
+
+// Mechanism describes one release completely enough to re-account it later.
+// It is stored, as JSON, in every ledger row; dp_cost takes the same JSON.
+type Mechanism struct {
+	Kind        string  `json:"mechanism"`
+	Mu          float64 `json:"mu,omitempty"`          // GDP parameter (gaussian, external)
+	Sensitivity float64 `json:"sensitivity,omitempty"` // L2 (gaussian) or L1 (laplace) sensitivity
+	Sigma       float64 `json:"sigma,omitempty"`       // noise scale; for subsampled_gaussian the noise multiplier
+	Q           float64 `json:"q,omitempty"`           // Poisson sampling rate
+	Steps       int     `json:"steps,omitempty"`       // number of compositions (default 1)
+	Epsilon     float64 `json:"epsilon,omitempty"`     // laplace: sensitivity/scale
+	Neighbours  string  `json:"neighbours,omitempty"`  // add_remove (default) or replace_one
+}
+
+// ParseMechanism decodes and validates a JSON mechanism description.
+func ParseMechanism(data []byte) (Mechanism, error) {
+	var m Mechanism
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("mechanism description is not valid JSON: %w", err)
+	}
+	return m, m.Validate()
+}
+
+func finitePos(x float64) bool { return x > 0 && !math.IsInf(x, 1) }
+
+// Validate reports whether the description is complete and in range.
+func (m Mechanism) Validate() error {
+	if m.Steps < 0 {
+		return fmt.Errorf("%s: steps must be >= 1, got %d", m.Kind, m.Steps)
+	}
+	switch m.Neighbours {
+	case "", AddRemove, ReplaceOne:
+	default:
+		return fmt.Errorf("%s: unknown neighbours %q (want %q or %q)", m.Kind, m.Neighbours, AddRemove, ReplaceOne)
+	}
+	switch m.Kind {
+	case KindGaussian:
+		if m.Mu != 0 {
+			if !finitePos(m.Mu) {
+				return fmt.Errorf("gaussian: mu must be positive and finite, got %v", m.Mu)
+			}
+			return nil
+		}
+		if !finitePos(m.Sensitivity) || !finitePos(m.Sigma) {
+			return fmt.Errorf("gaussian: give mu, or a positive sensitivity and sigma (got sensitivity %v, sigma %v)", m.Sensitivity, m.Sigma)
+		}
+	case KindExternal:
+		if !finitePos(m.Mu) {
+			return fmt.Errorf("external: mu must be positive and finite, got %v", m.Mu)
+		}
+	case KindSubsampledGaussian:
+		if !(m.Q > 0 && m.Q <= 1) {
+			return fmt.Errorf("subsampled_gaussian: q must lie in (0, 1], got %v", m.Q)
+		}
+		if !finitePos(m.Sigma) {
+			return fmt.Errorf("subsampled_gaussian: sigma must be positive and finite, got %v", m.Sigma)
+		}
+		if m.Steps < 1 {
+			return fmt.Errorf("subsampled_gaussian: steps must be >= 1, got %d", m.Steps)
+		}
+	case KindLaplace:
+		if !finitePos(m.Epsilon) {
+			return fmt.Errorf("laplace: epsilon must be positive and finite, got %v", m.Epsilon)
+		}
+	case "":
+		return fmt.Errorf("mechanism kind is missing (want one of gaussian, subsampled_gaussian, laplace, external)")
+	default:
+		return fmt.Errorf("unknown mechanism %q (want one of gaussian, subsampled_gaussian, laplace, external)", m.Kind)
+	}
+	return nil
+}
+
+func (m Mechanism) steps() float64 {
+	if m.Steps < 1 {
+		return 1
+	}
+	return float64(m.Steps)
+}
+
+// group is the number of add/remove steps one neighbour step of m counts as.
+func (m Mechanism) group() float64 {
+	if m.Neighbours == ReplaceOne {
+		return 2
+	}
+	return 1
+}
+
+// IsGaussian reports whether m is exactly GDP (a Gaussian or an external mu
+// spend), so that GDP composition is exact for it.
+func (m Mechanism) IsGaussian() bool {
+	return m.Kind == KindGaussian || m.Kind == KindExternal
+}
+
+// GDPMu returns the mu-GDP figure of m under add/remove neighbours. It is exact
+// for Gaussian and external entries; for a subsampled Gaussian it is the
+// central-limit value q sqrt(T) sqrt(e^(1/sigma^2) - 1) (Bu, Dong, Long, Su 2020;
+// seed 003 Theorem E.2), which is asymptotic only and never used alone for a
+// budget decision; for Laplace it is the GDP of the Laplace mechanism's
+// trade-off envelope is not finite, so +Inf is returned. A replace-one release is
+// a group of two add/remove steps, and mu-GDP is (2 mu)-GDP for groups of two
+// (Dong, Roth, Su 2019, Theorem 2.14).
+func (m Mechanism) GDPMu() float64 {
+	var mu float64
+	switch m.Kind {
+	case KindGaussian:
+		if m.Mu != 0 {
+			mu = m.Mu
+		} else {
+			mu = m.Sensitivity / m.Sigma
+		}
+		mu *= math.Sqrt(m.steps())
+	case KindExternal:
+		mu = m.Mu * math.Sqrt(m.steps())
+	case KindSubsampledGaussian:
+		mu = m.Q * math.Sqrt(m.steps()) * math.Sqrt(math.Expm1(1/(m.Sigma*m.Sigma)))
+	default:
+		return math.Inf(1)
+	}
+	return mu * m.group()
+}

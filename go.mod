@@ -1,0 +1,3 @@
+module github.com/dpsql/dpsql
+
+go 1.26.8
