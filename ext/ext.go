@@ -1,0 +1,98 @@
+// Package ext registers dpsql into SQLite for Go programs: importing it adds a
+// database/sql driver named "sqlite3_dp" (go-sqlite3 with every dpsql function
+// on each connection, registered by a ConnectHook), and [Open] opens a database
+// file ready for DP queries in one call.
+//
+//	db, err := ext.Open("analysis.db")
+//	db.QueryRow(`SELECT dp_gaussian(count(*), 1, 0.5) FROM patients`)
+//
+// The DSN is go-sqlite3's, plus one parameter of dpsql's own: dp_scope=NAME
+// sets the budget scope the connection charges (default "default").
+package ext
+
+import (
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/dpsql/dpsql/sqlfuncs"
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// DriverName is the database/sql driver name dpsql registers.
+const DriverName = "sqlite3_dp"
+
+func init() { sql.Register(DriverName, &Driver{}) }
+
+// Driver is go-sqlite3's driver with dpsql's functions on every connection.
+type Driver struct{}
+
+// Open opens a connection; see the package doc for the DSN.
+func (Driver) Open(dsn string) (driver.Conn, error) {
+	dsn, scope, err := splitScope(dsn)
+	if err != nil {
+		return nil, err
+	}
+	d := &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		_, err := sqlfuncs.Register(c, scope)
+		return err
+	}}
+	c, err := d.Open(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{c.(*sqlite3.SQLiteConn)}, nil
+}
+
+// conn forgets dpsql's per-connection state when the connection closes.
+type conn struct{ *sqlite3.SQLiteConn }
+
+func (c *conn) Close() error {
+	sqlfuncs.Forget(c.SQLiteConn)
+	return c.SQLiteConn.Close()
+}
+
+// splitScope removes the dp_scope parameter from a DSN.
+func splitScope(dsn string) (string, string, error) {
+	i := strings.IndexByte(dsn, '?')
+	if i < 0 {
+		return dsn, "", nil
+	}
+	q, err := url.ParseQuery(dsn[i+1:])
+	if err != nil {
+		return "", "", fmt.Errorf("dpsql: bad DSN parameters %q: %w", dsn[i+1:], err)
+	}
+	scope := q.Get("dp_scope")
+	q.Del("dp_scope")
+	rest := dsn[:i]
+	if len(q) > 0 {
+		rest += "?" + q.Encode()
+	}
+	return rest, scope, nil
+}
+
+// DSN returns the DSN [Open] uses for a database file: WAL journal (so the
+// ledger connection can commit while a query reads), a busy timeout, and
+// foreign keys on.
+func DSN(path string) string {
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_busy_timeout", "10000")
+	q.Set("_foreign_keys", "1")
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// Open opens the database file at path with the sqlite3_dp driver.
+func Open(path string) (*sql.DB, error) {
+	db, err := sql.Open(DriverName, DSN(path))
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	return db, nil
+}

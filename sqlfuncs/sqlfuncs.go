@@ -1,0 +1,358 @@
+// Package sqlfuncs is dpsql's SQL surface: it checks arguments, decodes BLOB
+// vectors, charges the ledger (package accountant) and calls the mechanisms
+// (package release). It holds no mathematics of its own.
+//
+// Functions added to each connection by [Register]:
+//
+//	dp_version()                              dpsql's version
+//	dp_init(mu [, delta [, scope]])           create the ledger and a budget scope of mu-GDP
+//	dp_init_epsilon(epsilon, delta [, scope]) the same from an (epsilon, delta) budget
+//	dp_use_scope(scope)                       charge this connection's calls to scope
+//	dp_scope()                                the scope this connection charges
+//	dp_budget_remaining([scope])              mu still available in the scope
+//	gdp_spend(mu [, note])                    record a spend made outside dpsql
+//	dp_gaussian(x, sensitivity, mu)           x + N(0, (sensitivity/mu)^2); x REAL or float32 BLOB
+//	dp_gaussian(x, sensitivity, epsilon, delta) the same, calibrated by the analytic Gaussian mechanism
+//	gdp_epsilon(mu, delta)                    epsilon of mu-GDP at delta
+//	gdp_delta(mu, epsilon)                    delta of mu-GDP at epsilon
+//	gdp_mu(epsilon, delta)                    largest mu with (epsilon, delta)
+//
+// Every noisy function is registered as non-deterministic, so SQLite never
+// folds or reuses a noisy value, and commits its charge on a separate ledger
+// connection before it returns (see the accountant package).
+package sqlfuncs
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/release"
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// Version is dpsql's version, returned by dp_version().
+const Version = "0.1.0"
+
+// registrars add further function families (dp_avgmix, dp_select_topm, ...).
+var registrars []func(*Conn) error
+
+// Register adds every dpsql function to a go-sqlite3 connection whose calls
+// charge scope (DefaultScope when empty). Call it from a ConnectHook.
+func Register(sc *sqlite3.SQLiteConn, scope string) (*Conn, error) {
+	if scope == "" {
+		scope = DefaultScope
+	}
+	c := &Conn{sc: sc, handle: dbHandle(sc), path: sc.GetFilename("main"), scope: scope, noise: release.NewNoise()}
+	if c.handle == nil {
+		return nil, fmt.Errorf("dpsql: cannot reach the SQLite handle of this go-sqlite3 version")
+	}
+	type fn struct {
+		name string
+		impl func(args ...any) (any, error)
+		pure bool
+	}
+	fns := []fn{
+		{"dp_version", wrap("dp_version", func(args ...any) (any, error) { return Version, arity("dp_version", args, 0, 0, "no arguments") }), true},
+		{"gdp_epsilon", wrap("gdp_epsilon", gdpEpsilon), true},
+		{"gdp_delta", wrap("gdp_delta", gdpDelta), true},
+		{"gdp_mu", wrap("gdp_mu", gdpMu), true},
+		{"dp_init", wrap("dp_init", c.dpInit), false},
+		{"dp_init_epsilon", wrap("dp_init_epsilon", c.dpInitEpsilon), false},
+		{"dp_use_scope", wrap("dp_use_scope", c.dpUseScope), false},
+		{"dp_scope", wrap("dp_scope", func(args ...any) (any, error) { return c.Scope(), arity("dp_scope", args, 0, 0, "no arguments") }), false},
+		{"dp_budget_remaining", wrap("dp_budget_remaining", c.dpBudgetRemaining), false},
+		{"gdp_spend", wrap("gdp_spend", c.gdpSpend), false},
+		{"dp_gaussian", wrap("dp_gaussian", c.dpGaussian), false},
+	}
+	for _, f := range fns {
+		if err := sc.RegisterFunc(f.name, f.impl, f.pure); err != nil {
+			return nil, fmt.Errorf("registering %s: %w", f.name, err)
+		}
+	}
+	for _, r := range registrars {
+		if err := r(c); err != nil {
+			return nil, err
+		}
+	}
+	conns.Store(sc, c)
+	return c, nil
+}
+
+// Forget drops the state of a closed connection.
+func Forget(sc *sqlite3.SQLiteConn) { conns.Delete(sc) }
+
+func wrap(name string, f func(args ...any) (any, error)) func(args ...any) (any, error) {
+	return func(args ...any) (v any, err error) {
+		defer guard(name, &err)
+		return f(args...)
+	}
+}
+
+func gdpEpsilon(args ...any) (any, error) {
+	const fn = "gdp_epsilon"
+	if err := arity(fn, args, 2, 2, "(mu, delta)"); err != nil {
+		return nil, err
+	}
+	mu, err := positive(fn, "mu", args[0])
+	if err != nil {
+		return nil, err
+	}
+	d, err := probability(fn, "delta", args[1])
+	if err != nil {
+		return nil, err
+	}
+	return accountant.Epsilon(mu, d)
+}
+
+func gdpDelta(args ...any) (any, error) {
+	const fn = "gdp_delta"
+	if err := arity(fn, args, 2, 2, "(mu, epsilon)"); err != nil {
+		return nil, err
+	}
+	mu, err := positive(fn, "mu", args[0])
+	if err != nil {
+		return nil, err
+	}
+	e, err := number(fn, "epsilon", args[1])
+	if err != nil {
+		return nil, err
+	}
+	if e < 0 {
+		return nil, argError(fn, "epsilon", "must be >= 0, got %v", e)
+	}
+	return accountant.Delta(mu, e)
+}
+
+func gdpMu(args ...any) (any, error) {
+	const fn = "gdp_mu"
+	if err := arity(fn, args, 2, 2, "(epsilon, delta)"); err != nil {
+		return nil, err
+	}
+	e, err := positive(fn, "epsilon", args[0])
+	if err != nil {
+		return nil, err
+	}
+	d, err := probability(fn, "delta", args[1])
+	if err != nil {
+		return nil, err
+	}
+	return accountant.Mu(e, d)
+}
+
+func (c *Conn) initScope(fn string, b accountant.Budget) (any, error) {
+	l, err := c.ledger()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	if !c.sc.AutoCommit() || writing(c.handle) {
+		return nil, fmt.Errorf("%s: run it as a plain SELECT outside a transaction", fn)
+	}
+	if err := l.Init(context.Background(), b); err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	return b.Scope, nil
+}
+
+func optScope(fn string, args []any, i int) (string, error) {
+	if len(args) <= i {
+		return DefaultScope, nil
+	}
+	return text(fn, "scope", args[i])
+}
+
+func (c *Conn) dpInit(args ...any) (any, error) {
+	const fn = "dp_init"
+	if err := arity(fn, args, 1, 3, "(mu [, delta [, scope]])"); err != nil {
+		return nil, err
+	}
+	mu, err := positive(fn, "mu", args[0])
+	if err != nil {
+		return nil, err
+	}
+	d := 1e-5
+	if len(args) > 1 {
+		if d, err = probability(fn, "delta", args[1]); err != nil {
+			return nil, err
+		}
+	}
+	scope, err := optScope(fn, args, 2)
+	if err != nil {
+		return nil, err
+	}
+	b, err := accountant.NewBudget(scope, mu, 0, d)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	return c.initScope(fn, b)
+}
+
+func (c *Conn) dpInitEpsilon(args ...any) (any, error) {
+	const fn = "dp_init_epsilon"
+	if err := arity(fn, args, 2, 3, "(epsilon, delta [, scope])"); err != nil {
+		return nil, err
+	}
+	e, err := positive(fn, "epsilon", args[0])
+	if err != nil {
+		return nil, err
+	}
+	d, err := probability(fn, "delta", args[1])
+	if err != nil {
+		return nil, err
+	}
+	scope, err := optScope(fn, args, 2)
+	if err != nil {
+		return nil, err
+	}
+	b, err := accountant.NewBudget(scope, 0, e, d)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	return c.initScope(fn, b)
+}
+
+func (c *Conn) status(fn, scope string) (accountant.Status, error) {
+	l, err := c.ledger()
+	if err != nil {
+		return accountant.Status{}, fmt.Errorf("%s: %w", fn, err)
+	}
+	st, err := l.Remaining(context.Background(), scope)
+	if err != nil {
+		return st, fmt.Errorf("%s: %w", fn, err)
+	}
+	return st, nil
+}
+
+func (c *Conn) dpUseScope(args ...any) (any, error) {
+	const fn = "dp_use_scope"
+	if err := arity(fn, args, 1, 1, "(scope)"); err != nil {
+		return nil, err
+	}
+	s, err := text(fn, "scope", args[0])
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.status(fn, s); err != nil {
+		return nil, err
+	}
+	c.SetScope(s)
+	return s, nil
+}
+
+func (c *Conn) dpBudgetRemaining(args ...any) (any, error) {
+	const fn = "dp_budget_remaining"
+	if err := arity(fn, args, 0, 1, "([scope])"); err != nil {
+		return nil, err
+	}
+	scope := c.Scope()
+	if len(args) == 1 {
+		var err error
+		if scope, err = text(fn, "scope", args[0]); err != nil {
+			return nil, err
+		}
+	}
+	st, err := c.status(fn, scope)
+	if err != nil {
+		return nil, err
+	}
+	return st.MuRemaining, nil
+}
+
+func (c *Conn) gdpSpend(args ...any) (any, error) {
+	const fn = "gdp_spend"
+	if err := arity(fn, args, 1, 2, "(mu [, note])"); err != nil {
+		return nil, err
+	}
+	mu, err := positive(fn, "mu", args[0])
+	if err != nil {
+		return nil, err
+	}
+	details := map[string]any{}
+	if len(args) == 2 {
+		note, err := text(fn, "note", args[1])
+		if err != nil {
+			return nil, err
+		}
+		details["note"] = note
+	}
+	r, err := c.Charge(fn, accountant.Mechanism{Kind: accountant.KindExternal, Mu: mu}, details, nil)
+	if err != nil {
+		return nil, err
+	}
+	return r.MuRemaining, nil
+}
+
+// dpGaussian implements dp_gaussian(x, sensitivity, mu) and
+// dp_gaussian(x, sensitivity, epsilon, delta). x is a number, or a float32
+// vector BLOB whose L2 sensitivity is given.
+func (c *Conn) dpGaussian(args ...any) (any, error) {
+	const fn = "dp_gaussian"
+	if err := arity(fn, args, 3, 4, "(x, sensitivity, mu) or (x, sensitivity, epsilon, delta)"); err != nil {
+		return nil, err
+	}
+	var scalar []float64
+	var vec []float32
+	switch args[0].(type) {
+	case int64, float64:
+		x, err := number(fn, "x", args[0])
+		if err != nil {
+			return nil, err
+		}
+		scalar = []float64{x}
+	case []byte:
+		if args[0].([]byte) == nil {
+			return nil, argError(fn, "x", "must be a number or a float32 vector BLOB, got NULL")
+		}
+		var err error
+		if vec, err = DecodeVector(args[0]); err != nil {
+			return nil, fmt.Errorf("%s: x: %w", fn, err)
+		}
+	default:
+		return nil, argError(fn, "x", "must be a number or a float32 vector BLOB, got %s", typeName(args[0]))
+	}
+	sens, err := positive(fn, "sensitivity", args[1])
+	if err != nil {
+		return nil, err
+	}
+	var mu float64
+	details := map[string]any{}
+	if len(args) == 3 {
+		if mu, err = positive(fn, "mu", args[2]); err != nil {
+			return nil, err
+		}
+	} else {
+		eps, err := positive(fn, "epsilon", args[2])
+		if err != nil {
+			return nil, err
+		}
+		d, err := probability(fn, "delta", args[3])
+		if err != nil {
+			return nil, err
+		}
+		if mu, err = accountant.Mu(eps, d); err != nil {
+			return nil, fmt.Errorf("%s: %w", fn, err)
+		}
+		details["epsilon_requested"], details["delta_requested"] = eps, d
+	}
+	dim := len(scalar) + len(vec)
+	sigma, err := release.GaussianSigma(sens, mu, dim)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	details["dim"] = dim
+	details["grid"] = release.Grid(sigma)
+	m := accountant.Mechanism{Kind: accountant.KindGaussian, Mu: mu, Sensitivity: sens, Sigma: sigma}
+	if _, err := c.Charge(fn, m, details, nil); err != nil {
+		return nil, err
+	}
+	if vec != nil {
+		c.noise.AddGaussian32(vec, sigma)
+		return EncodeVector(vec), nil
+	}
+	c.noise.AddGaussian(scalar, sigma)
+	if math.IsInf(scalar[0], 0) {
+		return nil, fmt.Errorf("%s: the noisy value overflowed", fn)
+	}
+	return scalar[0], nil
+}
