@@ -1,0 +1,187 @@
+package ext_test
+
+import (
+	"bufio"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dpsql/dpsql/ext"
+)
+
+// The tests below re-run this test binary as child processes; TestMain sends a
+// child to its role.
+func TestMain(m *testing.M) {
+	switch os.Getenv("DPSQL_TEST_CHILD") {
+	case "print-and-hang":
+		childPrintAndHang(os.Getenv("DPSQL_TEST_DB"))
+	case "spend-until-refused":
+		childSpend(os.Getenv("DPSQL_TEST_DB"))
+	default:
+		os.Exit(m.Run())
+	}
+}
+
+func childPrintAndHang(path string) {
+	db, err := ext.Open(path)
+	if err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(1)
+	}
+	var v float64
+	if err := db.QueryRow(`SELECT dp_gaussian(100, 1, 0.5)`).Scan(&v); err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(1)
+	}
+	fmt.Println("VALUE", v)
+	time.Sleep(time.Hour) // killed by the parent
+}
+
+func childSpend(path string) {
+	db, err := ext.Open(path)
+	if err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(1)
+	}
+	// Wait for the common start time so that the processes really race.
+	if ns, err := strconv.ParseInt(os.Getenv("DPSQL_TEST_START"), 10, 64); err == nil {
+		time.Sleep(time.Until(time.Unix(0, ns)))
+	}
+	n := 0
+	for {
+		var v float64
+		err := db.QueryRow(`SELECT dp_gaussian(1, 1, 0.1)`).Scan(&v)
+		if err != nil {
+			if strings.Contains(err.Error(), "privacy budget exceeded") {
+				fmt.Println("SPENT", n)
+				os.Exit(0)
+			}
+			fmt.Println("ERR", err)
+			os.Exit(1)
+		}
+		n++
+	}
+}
+
+func child(t *testing.T, role, path string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "DPSQL_TEST_CHILD="+role, "DPSQL_TEST_DB="+path)
+	return cmd
+}
+
+func initDB(t *testing.T, mu float64) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "p.db")
+	db, err := ext.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`SELECT dp_init(?)`, mu); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A process killed with SIGKILL right after it printed a noisy value has its
+// charge in the ledger.
+func TestChargeSurvivesKillAfterPrint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes; skipped in -short")
+	}
+	path := initDB(t, 1)
+	cmd := child(t, "print-and-hang", path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "VALUE ") {
+		cmd.Process.Kill()
+		t.Fatalf("child printed %q, %v", line, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	db, err := sql.Open("sqlite3", path) // a plain connection, as an auditor would
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	var mu float64
+	if err := db.QueryRow(`SELECT count(*), coalesce(sum(mu), 0) FROM dp_ledger`).Scan(&n, &mu); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || mu != 0.5 {
+		t.Errorf("after SIGKILL the ledger has %d rows spending %v; want the one charge of mu = 0.5", n, mu)
+	}
+}
+
+// Eight processes spending mu = 0.1 each at once stop exactly at a budget of
+// mu = 1: 100 charges in all, never 101.
+func TestConcurrentProcessesNeverOverspend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes; skipped in -short")
+	}
+	path := initDB(t, 1)
+	var wg sync.WaitGroup
+	counts := make([]int, 8)
+	errs := make([]error, 8)
+	start := strconv.FormatInt(time.Now().Add(1500*time.Millisecond).UnixNano(), 10)
+	for i := range counts {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			cmd := child(t, "spend-until-refused", path)
+			cmd.Env = append(cmd.Env, "DPSQL_TEST_START="+start)
+			out, err := cmd.Output()
+			s := strings.TrimSpace(string(out))
+			if err != nil || !strings.HasPrefix(s, "SPENT ") {
+				errs[i] = fmt.Errorf("child %d: %q %v", i, s, err)
+				return
+			}
+			counts[i], errs[i] = strconv.Atoi(strings.TrimPrefix(s, "SPENT "))
+		}(i)
+	}
+	wg.Wait()
+	total := 0
+	for i, c := range counts {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		total += c
+	}
+	busy := 0
+	for _, c := range counts {
+		if c > 0 {
+			busy++
+		}
+	}
+	if busy < 2 {
+		t.Logf("only %d process(es) charged; the race was weak", busy)
+	}
+	if total != 100 {
+		t.Errorf("8 processes made %d charges of mu = 0.1 against a budget of 1 (per process %v), want exactly 100", total, counts)
+	}
+	db, _ := sql.Open("sqlite3", path)
+	defer db.Close()
+	var n int
+	db.QueryRow(`SELECT count(*) FROM dp_ledger`).Scan(&n)
+	if n != 100 {
+		t.Errorf("ledger has %d rows, want 100", n)
+	}
+	t.Logf("charges per process: %v", counts)
+}
