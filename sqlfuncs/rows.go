@@ -1,0 +1,193 @@
+package sqlfuncs
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// vectorRows buffers the rows an aggregate sees: features in one contiguous
+// []float32 (n x d, row-major) and labels as class ids or label vectors.
+type vectorRows struct {
+	fn      string
+	X       []float32
+	D       int
+	N       int
+	Classes []int     // class id per row, when labels are integers
+	Y       []float32 // n x K label vectors, when labels are BLOBs
+	K       int       // label vector length (BLOB labels) or max class id + 1
+	opts    []byte
+}
+
+// add appends one row; row numbers in errors count from 1 in the order SQLite
+// fed the rows.
+func (r *vectorRows) add(features, label, opts any) error {
+	row := r.N + 1
+	if r.N == 0 {
+		b, err := optionBytes(r.fn, opts)
+		if err != nil {
+			return err
+		}
+		r.opts = b
+	} else if b, _ := optionBytes(r.fn, opts); !bytes.Equal(b, r.opts) {
+		return fmt.Errorf("%s: options differ at row %d: pass the same options on every row (a constant json_object)", r.fn, row)
+	}
+	before := len(r.X)
+	x, err := AppendVector(r.X, features)
+	if err != nil {
+		return fmt.Errorf("%s: features of row %d: %w", r.fn, row, err)
+	}
+	d := len(x) - before
+	if r.N == 0 {
+		r.D = d
+	} else if d != r.D {
+		return fmt.Errorf("%s: features of row %d have %d dimensions, earlier rows have %d", r.fn, row, d, r.D)
+	}
+	switch l := label.(type) {
+	case int64:
+		if r.Y != nil {
+			return fmt.Errorf("%s: label of row %d is an INTEGER but earlier labels are vectors", r.fn, row)
+		}
+		if l < 0 || l > math.MaxInt32 {
+			return fmt.Errorf("%s: label of row %d is %d; class ids must be integers from 0", r.fn, row, l)
+		}
+		r.Classes = append(r.Classes, int(l))
+		if int(l)+1 > r.K {
+			r.K = int(l) + 1
+		}
+	case float64:
+		if l != math.Trunc(l) || l < 0 || l > math.MaxInt32 {
+			return fmt.Errorf("%s: label of row %d is %v; class ids must be integers from 0", r.fn, row, l)
+		}
+		return r.add(features, int64(l), opts)
+	case []byte:
+		if l == nil {
+			return fmt.Errorf("%s: label of row %d is NULL", r.fn, row)
+		}
+		if r.Classes != nil {
+			return fmt.Errorf("%s: label of row %d is a vector but earlier labels are class ids", r.fn, row)
+		}
+		lb := len(r.Y)
+		y, err := AppendVector(r.Y, l)
+		if err != nil {
+			return fmt.Errorf("%s: label vector of row %d: %w", r.fn, row, err)
+		}
+		k := len(y) - lb
+		if r.N == 0 {
+			r.K = k
+		} else if k != r.K {
+			return fmt.Errorf("%s: label vector of row %d has %d entries, earlier rows have %d", r.fn, row, k, r.K)
+		}
+		r.Y = y
+	case nil:
+		return fmt.Errorf("%s: label of row %d is NULL", r.fn, row)
+	default:
+		return fmt.Errorf("%s: label of row %d must be an INTEGER class id or a float32 vector BLOB, got %s", r.fn, row, typeName(label))
+	}
+	r.X = x
+	r.N++
+	return nil
+}
+
+// optionBytes returns the options argument as JSON bytes.
+func optionBytes(fn string, v any) ([]byte, error) {
+	switch o := v.(type) {
+	case string:
+		return []byte(o), nil
+	case []byte:
+		if o == nil {
+			return nil, fmt.Errorf("%s: options are NULL; pass json_object(...)", fn)
+		}
+		return o, nil
+	default:
+		return nil, fmt.Errorf("%s: options must be a JSON object (json_object(...)), got %s", fn, typeName(v))
+	}
+}
+
+// decodeOptions decodes JSON options into dst (a pointer to a struct with json
+// tags), rejecting unknown keys with the list of known ones.
+func decodeOptions(fn string, data []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		var ute *json.UnmarshalTypeError
+		switch {
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return fmt.Errorf("%s: unknown option %s (known options: %s)", fn, strings.TrimPrefix(err.Error(), "json: unknown field "), strings.Join(knownOptions(dst), ", "))
+		case errors.As(err, &ute):
+			return fmt.Errorf("%s: option %q must be a %s, got %s", fn, ute.Field, ute.Type, ute.Value)
+		default:
+			return fmt.Errorf("%s: options are not a JSON object: %v", fn, err)
+		}
+	}
+	return nil
+}
+
+func knownOptions(dst any) []string {
+	b, _ := json.Marshal(dst)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// outputTable checks the name of a release table: a plain identifier, not a
+// dpsql or SQLite internal name, and not an existing table or view.
+func outputTable(fn string, tx *sql.Tx, name string) (string, error) {
+	if name == "" {
+		return "", fmt.Errorf("%s: option \"into\" (the name of the new release table) is required", fn)
+	}
+	if !identRE.MatchString(name) {
+		return "", fmt.Errorf("%s: into = %q is not a plain table name (letters, digits and _; not starting with a digit)", fn, name)
+	}
+	low := strings.ToLower(name)
+	if strings.HasPrefix(low, "dp_") || strings.HasPrefix(low, "sqlite_") {
+		return "", fmt.Errorf("%s: into = %q: names starting with dp_ or sqlite_ are reserved", fn, name)
+	}
+	if tx != nil {
+		var n int
+		if err := tx.QueryRow(`SELECT count(*) FROM sqlite_master WHERE lower(name) = ?`, low).Scan(&n); err != nil {
+			return "", err
+		}
+		if n > 0 {
+			return "", fmt.Errorf("%s: table %q already exists; releases never overwrite, choose another \"into\"", fn, name)
+		}
+	}
+	return `"` + name + `"`, nil
+}
+
+// Progress, when set, is told how far a long release has got (done of total
+// rows). The dpsql command line uses it for its progress bar.
+var (
+	progressMu sync.Mutex
+	progress   func(fn string, done, total int)
+)
+
+// SetProgress installs a progress callback for long releases (nil removes it).
+func SetProgress(f func(fn string, done, total int)) {
+	progressMu.Lock()
+	progress = f
+	progressMu.Unlock()
+}
+
+func report(fn string, done, total int) {
+	progressMu.Lock()
+	f := progress
+	progressMu.Unlock()
+	if f != nil {
+		f(fn, done, total)
+	}
+}
