@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dpsql/dpsql/accountant"
+	"github.com/spf13/cobra"
+)
+
+func (m *Main) newAuditCmd() *cobra.Command {
+	var scope string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "audit DB",
+		Short: "List the ledger: every charge made against the budgets",
+		Long: `List the rows of the append-only ledger dp_ledger: id, time, scope, mechanism,
+its mu, its full description (params), the SQL that made the charge and the
+start of the row's hash. The table format shortens params and query; use
+--format json or csv for the full text. "dpsql audit verify DB" checks the
+hash chain.`,
+		Args: nargs("DB"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := m.format(cmd)
+			if err != nil {
+				return err
+			}
+			if limit < 0 {
+				return usagef("audit: --limit must be >= 0, got %d", limit)
+			}
+			ctx := cmd.Context()
+			db, err := openDB(ctx, args[0], "", false)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return printAudit(ctx, db, newPrinter(cmd.OutOrStdout(), format), scope, limit)
+		},
+	}
+	cmd.Flags().StringP("format", "f", FormatTable, "output format: table, csv or json")
+	cmd.Flags().StringVarP(&scope, "scope", "s", "", "only this scope's rows")
+	cmd.Flags().IntVarP(&limit, "limit", "n", 0, "only the last n rows (0: all)")
+	configured(cmd, "format")
+	cmd.AddCommand(m.newVerifyCmd())
+	return cmd
+}
+
+func (m *Main) newVerifyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify DB",
+		Short: "Check the ledger's hash chain and every row's mu",
+		Long: `Recompute the hash of every ledger row and check that it chains to the previous
+row, and that each row's recorded mu matches its mechanism description. Exits
+with status 1 at the first broken row.`,
+		Args: nargs("DB"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			db, err := openDB(ctx, args[0], "", false)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return verifyLedger(ctx, db, cmd.OutOrStdout())
+		},
+	}
+}
+
+func verifyLedger(ctx context.Context, db *sql.DB, w io.Writer) error {
+	n, err := accountant.Verify(ctx, db)
+	if err != nil {
+		return fmt.Errorf("ledger verification failed after %d good rows: %w", n, err)
+	}
+	fmt.Fprintf(w, "ledger OK: %d rows, chain intact\n", n)
+	return nil
+}
+
+var auditColumns = []string{"id", "at", "scope", "mechanism", "mu", "params", "query", "hash"}
+
+// printAudit prints the ledger rows of scope ("" = all), the last limit of
+// them (0 = all). The table format shortens the time, params, query and hash
+// to keep a row on one line; csv and json give them in full (params in json
+// as an object).
+func printAudit(ctx context.Context, db *sql.DB, p *printer, scope string, limit int) error {
+	rows, err := accountant.ReadLedger(ctx, db)
+	if err != nil {
+		return err
+	}
+	var out [][]any
+	for _, r := range rows {
+		if scope != "" && r.Scope != scope {
+			continue
+		}
+		var at, params, query, hash any = r.At, r.Params, r.Query, r.Hash
+		switch p.format {
+		case FormatTable:
+			at = shortTime(r.At)
+			params = abbreviate(compactParams(r.Params), 30)
+			query = abbreviate(r.Query, 34)
+			hash = r.Hash[:min(10, len(r.Hash))]
+		case FormatJSON:
+			if json.Valid([]byte(r.Params)) {
+				params = json.RawMessage(r.Params)
+			}
+		}
+		if r.Query == "" {
+			query = nil
+		}
+		out = append(out, []any{r.ID, at, r.Scope, r.Mechanism, r.Mu, params, query, hash})
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return p.Print(auditColumns, out)
+}
+
+// shortTime turns 2026-01-02T15:04:05.123456Z into 2026-01-02 15:04:05.
+func shortTime(at string) string {
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return at
+	}
+	return t.UTC().Format(time.DateTime)
+}
+
+// compactParams renders a mechanism description as "sensitivity=1 sigma=2",
+// leaving out the mechanism and mu (columns of their own) and the noise grid.
+func compactParams(params string) string {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(params), &m); err != nil {
+		return params
+	}
+	delete(m, "mechanism")
+	delete(m, "mu")
+	delete(m, "grid")
+	first := []string{"sensitivity", "sigma", "q", "steps", "epsilon", "n", "dim"}
+	rank := func(k string) int {
+		if i := slices.Index(first, k); i >= 0 {
+			return i
+		}
+		return len(first)
+	}
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := rank(a) - rank(b); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		switch v := m[k].(type) {
+		case float64:
+			b.WriteString(strconv.FormatFloat(v, 'g', 4, 64))
+		case string:
+			b.WriteString(v)
+		default:
+			j, _ := json.Marshal(v)
+			b.Write(j)
+		}
+	}
+	return b.String()
+}

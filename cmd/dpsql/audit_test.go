@@ -1,0 +1,98 @@
+package main
+
+import (
+	"database/sql"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	_ "github.com/mattn/go-sqlite3"
+)
+
+// ledgerDB makes a database with three charges in two scopes.
+func ledgerDB(t *testing.T) string {
+	t.Helper()
+	db := newDB(t)
+	mustRun(t, "init", db, "--mu", "1", "--scope", "b")
+	mustRun(t, "query", db, "SELECT dp_gaussian(count(*), 1, 0.5) FROM t")
+	mustRun(t, "query", db, "SELECT dp_gaussian(sum(x), 10, 0.25) FROM t", "--scope", "b")
+	mustRun(t, "query", db, "SELECT dp_gaussian(1.0, 2, 0.5) AS third")
+	return db
+}
+
+func TestAuditList(t *testing.T) {
+	db := ledgerDB(t)
+	table := mustRun(t, "audit", db)
+	for _, want := range []string{
+		"| id | at                  | scope   | mechanism | mu   | params",
+		"| default | gaussian  |  0.5 | sensitivity=1 sigma=2 dim=1   | SELECT dp_gaussian(count(*), 1, 0… |",
+		"| b       | gaussian  | 0.25 | sensitivity=10 sigma=40 dim=1",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("audit table lacks %q:\n%s", want, table)
+		}
+	}
+
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(mustRun(t, "audit", db, "-f", "json")), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rows))
+	}
+	params, ok := rows[1]["params"].(map[string]any)
+	if !ok || params["mechanism"] != "gaussian" || params["sensitivity"] != 10.0 || params["mu"] != 0.25 {
+		t.Fatalf("json params: %v", rows[1]["params"])
+	}
+	if h := rows[0]["hash"].(string); len(h) != 64 {
+		t.Fatalf("json hash %q is not the full hash", h)
+	}
+	if q := rows[1]["query"]; q != "SELECT dp_gaussian(sum(x), 10, 0.25) FROM t" {
+		t.Fatalf("json query %q", q)
+	}
+
+	csv := mustRun(t, "audit", db, "--scope", "b", "-f", "csv")
+	if n := strings.Count(csv, "\n"); n != 2 || !strings.Contains(csv, ",b,gaussian,0.25,") {
+		t.Fatalf("audit --scope b:\n%s", csv)
+	}
+	csv = mustRun(t, "audit", db, "--limit", "1", "-f", "csv")
+	if n := strings.Count(csv, "\n"); n != 2 || !strings.HasPrefix(strings.Split(csv, "\n")[1], "3,") {
+		t.Fatalf("audit --limit 1:\n%s", csv)
+	}
+	mustFail(t, 2, "--limit must be >= 0", "audit", db, "--limit", "-1")
+	if out := mustRun(t, "audit", db, "--scope", "nobody"); !strings.Contains(out, "(no rows)") {
+		t.Fatalf("audit of an empty scope: %s", out)
+	}
+}
+
+func TestAuditVerify(t *testing.T) {
+	db := ledgerDB(t)
+	if out := mustRun(t, "audit", "verify", db); out != "ledger OK: 3 rows, chain intact\n" {
+		t.Fatalf("verify: %q", out)
+	}
+
+	// Tamper: lower the mu of row 2 behind the ledger's back.
+	raw, err := sql.Open("sqlite3", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP TRIGGER dp_ledger_no_update`, `UPDATE dp_ledger SET mu = 0.01 WHERE id = 2`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	raw.Close()
+
+	r := mustFail(t, 1, "ledger hash chain broken at row 2", "audit", "verify", db)
+	if r.stdout != "" || !strings.Contains(r.stderr, "after 1 good rows") {
+		t.Fatalf("tampered verify: %+v", r)
+	}
+}
+
+func TestAuditVerifyEmptyLedger(t *testing.T) {
+	db := newDB(t)
+	if out := mustRun(t, "audit", "verify", db); out != "ledger OK: 0 rows, chain intact\n" {
+		t.Fatalf("verify of an empty ledger: %q", out)
+	}
+	mustFail(t, 2, "missing DB", "audit", "verify")
+}

@@ -1,0 +1,17 @@
+// Command dpsql manages differential privacy inside SQLite database files:
+// budgets (init, budget), noisy queries (query, shell), the audit ledger
+// (audit, audit verify), data import (import) and a guided tour (demo).
+//
+// Run "dpsql help" for the commands; root.go documents the configuration.
+package main
+
+import (
+	"context"
+	"os"
+)
+
+func main() {
+	m := NewMain()
+	m.HandleSignals = true
+	os.Exit(m.Exec(context.Background(), os.Args[1:]))
+}
