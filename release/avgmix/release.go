@@ -1,0 +1,296 @@
+package avgmix
+
+import (
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync"
+
+	"github.com/dpsql/dpsql/release"
+)
+
+// Data is the table to release from: N rows, row-major and contiguous.
+// X holds N*D features, Y holds N*K labels (one-hot or soft). Release
+// overwrites both with their clipped, quantised values.
+type Data struct {
+	X []float32
+	D int
+	Y []float32
+	K int
+	N int
+}
+
+// workers is the number of goroutines that compute outputs. Two saturate the
+// memory bandwidth of the gather on the machines measured (see bench_test.go);
+// being fixed, it also makes a seeded release reproducible.
+const workers = 2
+
+// batchBytes bounds the float64 sums of one batch, which should stay in the
+// L2 cache while the noise is added.
+const batchBytes = 1 << 19
+
+// maxBatch is the largest number of outputs in a batch.
+const maxBatch = 256
+
+// batchSize returns the number of outputs per batch for rows of width floats.
+func batchSize(width int) int {
+	return max(1, min(maxBatch, batchBytes/(8*width)))
+}
+
+// Release computes the T rows of plan from data and passes them to emit in
+// order, i = 0..T-1, from the calling goroutine. The slices x (length D) and
+// y (length K) are reused after emit returns: copy them to keep them. If emit
+// returns an error, Release stops and returns it.
+//
+// Release first clips and quantises data.X and data.Y in place (also when it
+// later fails). data.N need not equal plan.N: the inclusion rate is the
+// plan's, fixed from the public n.
+//
+// noise supplies the sampling decisions and the Gaussian noise; Release splits
+// it into one stream per worker.
+func Release(noise *release.Noise, data Data, plan *Plan, emit func(i int, x, y []float32) error) error {
+	if noise == nil {
+		return errors.New("avgmix: nil noise")
+	}
+	if emit == nil {
+		return errors.New("avgmix: nil emit function")
+	}
+	if err := plan.check(); err != nil {
+		return err
+	}
+	if data.D != plan.D || data.K != plan.K {
+		return fmt.Errorf("avgmix: data has %d feature and %d label coordinates, the plan %d and %d", data.D, data.K, plan.D, plan.K)
+	}
+	if data.N < 0 || data.N > MaxRows {
+		return fmt.Errorf("avgmix: data must have between 0 and %d rows, has %d", MaxRows, data.N)
+	}
+	if len(data.X) != data.N*data.D || len(data.Y) != data.N*data.K {
+		return fmt.Errorf("avgmix: data has %d rows but %d feature and %d label values (want %d and %d)",
+			data.N, len(data.X), len(data.Y), data.N*data.D, data.N*data.K)
+	}
+	if err := clipData(data, plan); err != nil {
+		return err
+	}
+
+	var classStart []int
+	var classRows []int32
+	if plan.Sampling == Hierarchical {
+		classStart, classRows = groupByClass(data)
+	}
+	zero := make([]float32, data.D)
+	B := batchSize(data.D + data.K)
+	nb := (plan.T + B - 1) / B
+	width := data.D + data.K
+
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	filled := make([]chan []float32, workers)
+	free := make([]chan []float32, workers)
+	for w := range workers {
+		filled[w] = make(chan []float32, 2)
+		free[w] = make(chan []float32, 2)
+		for range 2 {
+			free[w] <- make([]float32, B*width)
+		}
+		wk := &worker{
+			pl: plan, data: data, noise: noise.Split(), zero: zero,
+			classStart: classStart, classRows: classRows,
+			sumX: make([]float64, B*data.D), sumY: make([]float64, B*data.K),
+		}
+		wk.r = wk.noise.Rand()
+		wk.sk = newSkipper(plan.Q)
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for b := w; b < nb; b += workers {
+				var buf []float32
+				select {
+				case buf = <-free[w]:
+				case <-done:
+					return
+				}
+				wk.batch(b*B, min((b+1)*B, plan.T), buf)
+				select {
+				case filled[w] <- buf:
+				case <-done:
+					return
+				}
+			}
+		}(w)
+	}
+
+	var err error
+emit:
+	for b := range nb {
+		buf := <-filled[b%workers]
+		t0 := b * B
+		for o := range min(B, plan.T-t0) {
+			row := buf[o*width : (o+1)*width]
+			if err = emit(t0+o, row[:data.D:data.D], row[data.D:]); err != nil {
+				break emit
+			}
+		}
+		free[b%workers] <- buf
+	}
+	close(done)
+	wg.Wait()
+	return err
+}
+
+// clipData clips and quantises X and Y in place, on two goroutines.
+func clipData(data Data, plan *Plan) error {
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	per := (data.N + workers - 1) / workers
+	for w := range workers {
+		lo, hi := min(w*per, data.N), min((w+1)*per, data.N)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := clipRows(data.X[lo*data.D:hi*data.D], data.D, plan.Cx); err != nil {
+				errs[w] = fmt.Errorf("avgmix: features: %w", err)
+				return
+			}
+			if err := clipRows(data.Y[lo*data.K:hi*data.K], data.K, plan.Cy); err != nil {
+				errs[w] = fmt.Errorf("avgmix: labels: %w", err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// classOf returns the index of the largest coordinate of a label row (the
+// first on ties).
+func classOf(y []float32) int {
+	best := 0
+	for j, v := range y {
+		if v > y[best] {
+			best = j
+		}
+	}
+	return best
+}
+
+// groupByClass lists the rows of each class: the rows of class k are
+// rows[start[k]:start[k+1]], in increasing order.
+func groupByClass(data Data) (start []int, rows []int32) {
+	start = make([]int, data.K+1)
+	cls := make([]int32, data.N)
+	for i := range data.N {
+		k := classOf(data.Y[i*data.K : (i+1)*data.K])
+		cls[i] = int32(k)
+		start[k+1]++
+	}
+	for k := range data.K {
+		start[k+1] += start[k]
+	}
+	next := append([]int(nil), start[:data.K]...)
+	rows = make([]int32, data.N)
+	for i, k := range cls {
+		rows[next[k]] = int32(i)
+		next[k]++
+	}
+	return start, rows
+}
+
+// worker computes batches of outputs with its own noise stream.
+type worker struct {
+	pl         *Plan
+	data       Data
+	noise      *release.Noise
+	r          *mrand.Rand
+	sk         skipper
+	zero       []float32
+	classStart []int
+	classRows  []int32
+
+	idx        []int32   // the batch's subsets, concatenated
+	off        []int     // output o's subset is idx[off[o]:off[o+1]]
+	sumX, sumY []float64 // the batch's sums, row-major
+}
+
+// sample appends output t's subset to w.idx.
+func (w *worker) sample(t int) {
+	if w.pl.Sampling == Poisson {
+		n := w.data.N
+		for pos := w.sk.next(w.r, -1, n); pos < n; pos = w.sk.next(w.r, pos, n) {
+			w.idx = append(w.idx, int32(pos))
+		}
+		return
+	}
+	forEachClass(w.pl.classesOf(t), func(k int) {
+		pool := w.classRows[w.classStart[k]:w.classStart[k+1]]
+		n := len(pool)
+		for pos := w.sk.next(w.r, -1, n); pos < n; pos = w.sk.next(w.r, pos, n) {
+			w.idx = append(w.idx, pool[pos])
+		}
+	})
+}
+
+// rowPtr returns a pointer to the features of entry p of w.idx, or to the
+// zero row if p is past the end.
+func (w *worker) rowPtr(p int) *float32 {
+	if p >= len(w.idx) {
+		return &w.zero[0]
+	}
+	return &w.data.X[int(w.idx[p])*w.data.D]
+}
+
+// batch computes outputs t0..t1-1 into out, one row of D+K floats each. The
+// exact sums of all the batch's outputs are formed first, then the noise is
+// added to all of them in one call per scale, which keeps the sampler's table
+// in cache, and finally the rows are divided by m.
+func (w *worker) batch(t0, t1 int, out []float32) {
+	w.idx = w.idx[:0]
+	w.off = append(w.off[:0], 0)
+	for t := t0; t < t1; t++ {
+		w.sample(t)
+		w.off = append(w.off, len(w.idx))
+	}
+	D, K := w.data.D, w.data.K
+	X, Y := w.data.X, w.data.Y
+	nOut := t1 - t0
+	sx, sy := w.sumX[:nOut*D], w.sumY[:nOut*K]
+	clear(sx)
+	clear(sy)
+	var g group
+	for o := range nOut {
+		lo, hi := w.off[o], w.off[o+1]
+		acc := sx[o*D : (o+1)*D]
+		for p := lo; p < hi; p += 8 {
+			for k := range 8 {
+				if p+k < hi {
+					g[k] = &X[int(w.idx[p+k])*D]
+				} else {
+					g[k] = &w.zero[0]
+				}
+			}
+			next := min(p+8, hi) // the next group: this output's, or the next output's first
+			for k := range 8 {
+				g[8+k] = w.rowPtr(next + k)
+			}
+			addGroup(acc, &g)
+		}
+		accY := sy[o*K : (o+1)*K]
+		for _, i := range w.idx[lo:hi] {
+			for j, v := range Y[int(i)*K : int(i)*K+K] {
+				accY[j] += float64(v)
+			}
+		}
+	}
+	// The sums are exact; one row's sensitivities are Cx and Cy, and each
+	// output has its own independent noise.
+	w.noise.AddGaussian(sx, w.pl.noiseX())
+	w.noise.AddGaussian(sy, w.pl.noiseY())
+	invM := 1 / float64(w.pl.M)
+	for o := range nOut {
+		dst := out[o*(D+K) : (o+1)*(D+K)]
+		for j, v := range sx[o*D : (o+1)*D] {
+			dst[j] = float32(v * invM)
+		}
+		for j, v := range sy[o*K : (o+1)*K] {
+			dst[D+j] = float32(v * invM)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package avgmix
+
+import (
+	"fmt"
+	"math"
+	mrand "math/rand/v2"
+)
+
+// skipper walks a Poisson subset of positions 0..total-1, each included
+// independently with probability q, by geometric skips: the gap before the
+// next included position has P(gap >= g) = (1-q)^g and is drawn by inversion,
+// gap = floor(ln U / ln(1-q)), U uniform on (0, 1]. Work is proportional to
+// the number of included positions, and they come out in increasing order.
+type skipper struct {
+	q, lq float64 // lq = ln(1-q)
+}
+
+func newSkipper(q float64) skipper { return skipper{q: q, lq: math.Log1p(-q)} }
+
+// next returns the first included position after pos (pos = -1 to start), or
+// total if there is none.
+func (s skipper) next(r *mrand.Rand, pos, total int) int {
+	if s.q >= 1 {
+		return min(pos+1, total)
+	}
+	u := 1 - r.Float64()            // (0, 1]
+	g := math.Log(u) / s.lq         // >= 0, +Inf if lq underflowed
+	rem := float64(total - pos - 1) // positions left after pos
+	if !(g < rem) {
+		return total
+	}
+	return pos + 1 + int(g) // int truncates: g >= 0, so this is floor
+}
+
+// quantStep returns h = 2^(floor(log2 c) - 23): values in [-c, c] are then at
+// most 2^24 - 1 steps, exact in float32, and float64 sums of up to 2^29 of
+// them are exact.
+func quantStep(c float64) float64 {
+	_, e := math.Frexp(c) // c = f 2^e, f in [0.5, 1): floor(log2 c) = e - 1
+	return math.Ldexp(1, e-24)
+}
+
+// clipRows clips each dim-long row of v to L2 norm at most c, in place, and
+// rounds every coordinate toward zero to a multiple of quantStep(c).
+//
+// Why the result has norm <= c: the float64 sum of squares of float32 values
+// (each square exact) is within (dim-1) ulps of the true sum, so the true norm
+// is at most r (1 + (dim+2) u), u = 2^-53, for the computed norm r. Rows with
+// r <= c(1 - clipMargin) are only truncated, which cannot increase any
+// coordinate. Longer rows are multiplied by s = c(1 - clipMargin)/r, computed
+// within 3 ulps, each product within 1 ulp, and then truncated; so the result
+// has norm <= c (1 - clipMargin)(1 + (dim+7) u) < c, as dim <= MaxDim makes
+// (dim+7) u far below clipMargin. A final check recomputes each norm.
+func clipRows(v []float32, dim int, c float64) error {
+	h := quantStep(c)
+	invh := 1 / h
+	lim := c * (1 - clipMargin)
+	chk := c * (1 - clipMargin/2)
+	for off := 0; off < len(v); off += dim {
+		row := v[off : off+dim]
+		var ss float64
+		for _, x := range row {
+			ss += float64(x) * float64(x)
+		}
+		if !finite(ss) {
+			return fmt.Errorf("row %d has a NaN or infinite value", off/dim)
+		}
+		r := math.Sqrt(ss)
+		var out float64
+		if r <= lim {
+			for j, x := range row {
+				y := math.Trunc(float64(x)*invh) * h
+				row[j] = float32(y)
+				out += y * y
+			}
+		} else {
+			s := lim / r
+			for j, x := range row {
+				y := math.Trunc(float64(x)*s*invh) * h
+				row[j] = float32(y)
+				out += y * y
+			}
+		}
+		if math.Sqrt(out) > chk {
+			return fmt.Errorf("internal error: row %d has norm %v after clipping to %v", off/dim, math.Sqrt(out), c)
+		}
+	}
+	return nil
+}
