@@ -1,0 +1,166 @@
+package pld
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// GaussianDelta returns delta(epsilon) of a mu-GDP mechanism (exact, Dong,
+// Roth, Su 2019, Cor. 2.13), Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2),
+// computed in log space. It is the same formula as accountant.Delta, repeated
+// here because accountant imports this package.
+func GaussianDelta(mu, epsilon float64) (float64, error) {
+	if !finitePos(mu) {
+		return 0, fmt.Errorf("pld: mu must be positive and finite, got %v", mu)
+	}
+	if !(epsilon >= 0) || math.IsInf(epsilon, 1) {
+		return 0, fmt.Errorf("pld: epsilon must be a finite number >= 0, got %v", epsilon)
+	}
+	d, _ := gaussDelta(mu, epsilon)
+	return d, nil
+}
+
+// GaussianEpsilon returns the smallest epsilon >= 0 such that a mu-GDP
+// mechanism is (epsilon, delta)-DP. A calibration target stated as mu
+// converts to an epsilon target with it.
+func GaussianEpsilon(mu, delta float64) (float64, error) {
+	if !finitePos(mu) {
+		return 0, fmt.Errorf("pld: mu must be positive and finite, got %v", mu)
+	}
+	if !(delta > 0 && delta < 1) {
+		return 0, fmt.Errorf("pld: delta must lie strictly between 0 and 1, got %v", delta)
+	}
+	f := func(e float64) float64 { d, _ := gaussDelta(mu, e); return d }
+	if f(0) <= delta {
+		return 0, nil
+	}
+	lo, hi := 0.0, math.Max(1, mu*mu)
+	for f(hi) > delta {
+		lo, hi = hi, 2*hi
+		if hi > 1e6 {
+			return math.Inf(1), nil
+		}
+	}
+	for i := 0; i < 200 && hi-lo > 1e-15*hi; i++ {
+		mid := lo + (hi-lo)/2
+		if f(mid) > delta {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi, nil
+}
+
+// gaussianMuFor returns the largest mu with GaussianDelta(mu, eps) <= delta.
+func gaussianMuFor(eps, delta float64) float64 {
+	f := func(m float64) float64 { d, _ := gaussDelta(m, eps); return d }
+	lo, hi := 0.0, 1.0
+	for f(hi) < delta && hi < 1e6 {
+		lo, hi = hi, 2*hi
+	}
+	for i := 0; i < 100; i++ {
+		mid := lo + (hi-lo)/2
+		if mid == 0 || f(mid) < delta {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// CalibrateSubsampledGaussian is Config{}.CalibrateSubsampledGaussian.
+func CalibrateSubsampledGaussian(q float64, steps int, epsilon, delta float64) (float64, error) {
+	return Config{}.CalibrateSubsampledGaussian(q, steps, epsilon, delta)
+}
+
+// CalibrateSubsampledGaussian returns (to a relative 1e-4) the smallest noise
+// multiplier sigma such that steps compositions of the Poisson-subsampled
+// Gaussian mechanism with rate q are (epsilon, delta)-DP by this package's
+// rigorous accounting: a bisection on log sigma started from the central
+// limit theorem's guess. The sigma returned has itself been checked:
+// its rigorous epsilon does not exceed the target.
+func (c Config) CalibrateSubsampledGaussian(q float64, steps int, epsilon, delta float64) (float64, error) {
+	if !(q > 0 && q <= 1) {
+		return 0, fmt.Errorf("pld: sampling rate q must lie in (0, 1], got %v", q)
+	}
+	if steps < 1 {
+		return 0, fmt.Errorf("pld: steps must be >= 1, got %d", steps)
+	}
+	if !(epsilon > 0) || math.IsInf(epsilon, 1) {
+		return 0, fmt.Errorf("pld: target epsilon must be positive and finite, got %v", epsilon)
+	}
+	if !(delta > 0 && delta < 1) {
+		return 0, fmt.Errorf("pld: delta must lie strictly between 0 and 1, got %v", delta)
+	}
+	ok := func(sigma float64) (bool, error) {
+		p, err := c.SubsampledGaussian(q, sigma)
+		if err != nil {
+			return false, err
+		}
+		if p, err = p.SelfCompose(steps); err != nil {
+			return false, err
+		}
+		e, err := p.Epsilon(delta)
+		if errors.Is(err, ErrRoundoff) {
+			return false, nil // cannot certify: treat as too little noise
+		}
+		if err != nil {
+			return false, err
+		}
+		return e <= epsilon, nil
+	}
+	// Central-limit guess: mu = q sqrt(T (e^(1/sigma^2) - 1)).
+	mu := gaussianMuFor(epsilon, delta)
+	r := mu * mu / (q * q * float64(steps))
+	sigma := 1.0
+	if r > 0 && !math.IsInf(r, 0) {
+		sigma = 1 / math.Sqrt(math.Log1p(r))
+	}
+	if !(sigma > 1e-3) {
+		sigma = 1e-3
+	}
+	good, err := ok(sigma)
+	if err != nil {
+		return 0, err
+	}
+	lo, hi := sigma, sigma
+	if good {
+		for good {
+			hi = lo
+			lo /= 1.25
+			if lo < 1e-4 {
+				return hi, nil // any sigma this small will do; stop here
+			}
+			if good, err = ok(lo); err != nil {
+				return 0, err
+			}
+		}
+	} else {
+		for !good {
+			lo = hi
+			hi *= 1.25
+			if hi > 1e6 {
+				return 0, fmt.Errorf("pld: no sigma up to 1e6 reaches epsilon %g at delta %g", epsilon, delta)
+			}
+			if good, err = ok(hi); err != nil {
+				return 0, err
+			}
+		}
+	}
+	for hi/lo-1 > 1e-4 {
+		mid := math.Sqrt(lo * hi)
+		g, err := ok(mid)
+		if err != nil {
+			return 0, err
+		}
+		if g {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, nil
+}

@@ -1,0 +1,378 @@
+package accountant
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/dpsql/dpsql/accountant/pld"
+)
+
+func TestRigorousReference(t *testing.T) {
+	cases := []struct {
+		name  string
+		ms    []Mechanism
+		delta float64
+		want  float64
+		tol   float64 // relative, upper side; below by at most 0.1%
+	}{
+		{"subsampled q=0.01 sigma=0.7 T=120", []Mechanism{{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 0.7, Steps: 120}}, 1e-5, 2.4612, 0.01},
+		{"split into two entries", []Mechanism{
+			{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 0.7, Steps: 20},
+			{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 0.7, Steps: 100},
+		}, 1e-5, 2.4612, 0.01},
+		{"gaussian sensitivity 1 sigma 3.7306", []Mechanism{{Kind: KindGaussian, Sensitivity: 1, Sigma: 3.7306}}, 1e-5, 1.0, 1e-4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := RigorousEpsilon(c.ms, c.delta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got < c.want*(1-1e-3) || got > c.want*(1+c.tol) {
+				t.Errorf("epsilon = %.6f, want %.6f", got, c.want)
+			}
+		})
+	}
+	d, err := RigorousDelta([]Mechanism{{Kind: KindGaussian, Mu: 1}}, 1)
+	if err != nil || math.Abs(d-0.1269367) > 1e-7 {
+		t.Errorf("mu=1: delta(1) = %v, %v; want 0.1269367", d, err)
+	}
+}
+
+// Only Gaussian and external entries: the exact GDP conversion.
+func TestRigorousGaussianOnlyIsExact(t *testing.T) {
+	ms := []Mechanism{
+		{Kind: KindGaussian, Mu: 0.3},
+		{Kind: KindGaussian, Sensitivity: 2, Sigma: 5, Steps: 4},
+		{Kind: KindExternal, Mu: 0.2},
+		{Kind: KindGaussian, Mu: 0.1, Neighbours: ReplaceOne},
+	}
+	var mus []float64
+	for _, m := range ms {
+		mus = append(mus, m.GDPMu())
+	}
+	mu := Compose(mus...)
+	got, err := RigorousEpsilon(ms, 1e-6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Epsilon(mu, 1e-6)
+	if math.Abs(got-want) > 1e-12*want {
+		t.Errorf("epsilon = %v, exact %v", got, want)
+	}
+}
+
+// q = 1 subsampled Gaussian steps are plain Gaussians: the rigorous figure
+// must match the exact GDP conversion (from above).
+func TestRigorousQ1MatchesGDP(t *testing.T) {
+	for _, c := range []struct {
+		sigma float64
+		steps int
+	}{{2, 25}, {1, 1}, {5, 100}} {
+		m := Mechanism{Kind: KindSubsampledGaussian, Q: 1, Sigma: c.sigma, Steps: c.steps}
+		mu := math.Sqrt(float64(c.steps)) / c.sigma // exact; GDPMu is the CLT value
+		got, err := RigorousEpsilon([]Mechanism{m}, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := Epsilon(mu, 1e-5)
+		if got < want || got > want*(1+1e-4) {
+			t.Errorf("%+v: epsilon %.7f, exact GDP %.7f", c, got, want)
+		}
+		dg, _ := RigorousDelta([]Mechanism{m}, 1)
+		dw, _ := Delta(mu, 1)
+		if dg < dw || dg > dw*(1+1e-4)+1e-12 {
+			t.Errorf("%+v: delta(1) %.9g, exact GDP %.9g", c, dg, dw)
+		}
+	}
+}
+
+// A Gaussian entry composed through the PLD (next to a non-Gaussian one)
+// equals the merged-mu figure: compare against a single Gaussian PLD.
+func TestRigorousMixedGaussianMerge(t *testing.T) {
+	lap := Mechanism{Kind: KindLaplace, Epsilon: 0.1}
+	gs := []Mechanism{{Kind: KindGaussian, Mu: 0.4}, {Kind: KindExternal, Mu: 0.3}, {Kind: KindGaussian, Mu: 0.2, Steps: 9}}
+	got, err := RigorousDelta(append([]Mechanism{lap}, gs...), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := pld.Laplace(1, 10)
+	g, _ := pld.GaussianMu(math.Sqrt(0.16 + 0.09 + 9*0.04))
+	p, _ := l.Compose(g)
+	want, _ := p.Delta(1)
+	if math.Abs(got/want-1) > 1e-6 {
+		t.Errorf("delta(1) = %v, want %v", got, want)
+	}
+	onlyG, _ := RigorousDelta(gs, 1)
+	if !(got > onlyG) {
+		t.Errorf("adding a Laplace entry did not raise delta: %v <= %v", got, onlyG)
+	}
+}
+
+// The CLT mu underestimates epsilon for q=0.2, sigma=3, T=50, delta=1/48000;
+// the rigorous figure is about 7% higher.
+func TestRigorousAboveCLT(t *testing.T) {
+	m := Mechanism{Kind: KindSubsampledGaussian, Q: 0.2, Sigma: 3, Steps: 50}
+	const delta = 1.0 / 48000
+	clt, _ := Epsilon(m.GDPMu(), delta)
+	got, err := RigorousEpsilon([]Mechanism{m}, delta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := got/clt - 1; r < 0.05 || r > 0.09 {
+		t.Errorf("rigorous %.5f vs CLT %.5f: +%.2f%%, want about +7%%", got, clt, 100*r)
+	}
+}
+
+func TestRigorousLaplace(t *testing.T) {
+	d, err := RigorousDelta([]Mechanism{{Kind: KindLaplace, Sensitivity: 1, Epsilon: 0.8}}, 0.8)
+	if err != nil || d > 1e-4 {
+		t.Errorf("laplace eps0=0.8: delta(0.8) = %v, %v; want ~0", d, err)
+	}
+	// Replace-one: a Laplace release counts with twice its epsilon.
+	d1, _ := RigorousDelta([]Mechanism{{Kind: KindLaplace, Epsilon: 0.4, Neighbours: ReplaceOne}}, 0.5)
+	d2, _ := RigorousDelta([]Mechanism{{Kind: KindLaplace, Epsilon: 0.8}}, 0.5)
+	if d1 != d2 || !(d1 > 0) {
+		t.Errorf("replace-one laplace: %v, doubled epsilon: %v", d1, d2)
+	}
+	// Steps compose: 5 x eps 0.2 is pure 1-DP. 0.2 is not on the loss grid
+	// (spacing 2^-13), so each step's largest loss is spread over the two
+	// neighbouring grid points, and delta(1) is small but not 0.
+	d, _ = RigorousDelta([]Mechanism{{Kind: KindLaplace, Epsilon: 0.2, Steps: 5}}, 1)
+	if d > 1e-5 {
+		t.Errorf("5 x laplace 0.2: delta(1) = %v, want ~0", d)
+	}
+}
+
+func TestRigorousGaussianReplaceOne(t *testing.T) {
+	a, _ := RigorousEpsilon([]Mechanism{{Kind: KindGaussian, Mu: 0.5, Neighbours: ReplaceOne}, {Kind: KindLaplace, Epsilon: 0.1}}, 1e-5)
+	b, _ := RigorousEpsilon([]Mechanism{{Kind: KindGaussian, Mu: 1}, {Kind: KindLaplace, Epsilon: 0.1}}, 1e-5)
+	if a != b {
+		t.Errorf("replace-one mu 0.5: %v, add-remove mu 1: %v", a, b)
+	}
+}
+
+func TestRigorousErrors(t *testing.T) {
+	good := Mechanism{Kind: KindSubsampledGaussian, Q: 0.1, Sigma: 1, Steps: 10}
+	cases := []struct {
+		name string
+		ms   []Mechanism
+		eps  float64
+		del  float64
+	}{
+		{"q=0", []Mechanism{{Kind: KindSubsampledGaussian, Q: 0, Sigma: 1, Steps: 1}}, 1, 1e-5},
+		{"q>1", []Mechanism{{Kind: KindSubsampledGaussian, Q: 1.2, Sigma: 1, Steps: 1}}, 1, 1e-5},
+		{"sigma=0", []Mechanism{{Kind: KindSubsampledGaussian, Q: 0.1, Sigma: 0, Steps: 1}}, 1, 1e-5},
+		{"sigma<0", []Mechanism{{Kind: KindSubsampledGaussian, Q: 0.1, Sigma: -1, Steps: 1}}, 1, 1e-5},
+		{"T=0", []Mechanism{{Kind: KindSubsampledGaussian, Q: 0.1, Sigma: 1, Steps: 0}}, 1, 1e-5},
+		{"T<0", []Mechanism{{Kind: KindGaussian, Mu: 1, Steps: -2}}, 1, 1e-5},
+		{"unknown kind", []Mechanism{{Kind: "exponential", Mu: 1}}, 1, 1e-5},
+		{"missing kind", []Mechanism{{Mu: 1}}, 1, 1e-5},
+		{"replace-one subsampled", []Mechanism{{Kind: KindSubsampledGaussian, Q: 0.1, Sigma: 1, Steps: 1, Neighbours: ReplaceOne}}, 1, 1e-5},
+		{"delta=0", []Mechanism{good}, 1, 0},
+		{"delta=1", []Mechanism{good}, 1, 1},
+		{"epsilon<0", []Mechanism{good}, -0.5, 1e-5},
+		{"epsilon NaN", []Mechanism{good}, math.NaN(), 1e-5},
+	}
+	for _, c := range cases {
+		_, errE := RigorousEpsilon(c.ms, c.del)
+		_, errD := RigorousDelta(c.ms, c.eps)
+		if errE == nil && errD == nil {
+			t.Errorf("%s: no error", c.name)
+		}
+		if len(c.ms) == 1 && c.ms[0] != good {
+			if _, err := ComposeInto(nil, c.ms[0]); err == nil {
+				t.Errorf("%s: ComposeInto: no error", c.name)
+			}
+		}
+	}
+	if _, err := RigorousEpsilon([]Mechanism{{Kind: KindSubsampledGaussian, Q: 0.1, Sigma: 1, Steps: 1, Neighbours: ReplaceOne}}, 1e-5); err == nil || !strings.Contains(err.Error(), "replace_one") {
+		t.Errorf("replace-one subsampled: err = %v", err)
+	}
+	for _, c := range []struct {
+		q        float64
+		steps    int
+		eps, del float64
+	}{{0, 10, 1, 1e-5}, {1.1, 10, 1, 1e-5}, {0.1, 0, 1, 1e-5}, {0.1, 10, -1, 1e-5}, {0.1, 10, 1, 0}, {0.1, 10, 1, 1}} {
+		if _, err := CalibrateSubsampledSigma(c.q, c.steps, c.eps, c.del); err == nil {
+			t.Errorf("CalibrateSubsampledSigma%+v: no error", c)
+		}
+	}
+	// Empty list: nothing spent.
+	if e, err := RigorousEpsilon(nil, 1e-5); err != nil || e != 0 {
+		t.Errorf("empty: epsilon %v, %v", e, err)
+	}
+}
+
+func TestCalibrateSubsampledSigma(t *testing.T) {
+	const q, steps, target, delta = 0.05, 100, 2.0, 1e-5
+	sigma, err := CalibrateSubsampledSigma(q, steps, target, delta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Mechanism{Kind: KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps}
+	got, err := RigorousEpsilon([]Mechanism{m}, delta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got > target || got < target*0.999 {
+		t.Errorf("sigma %v gives epsilon %v, want just below %v", sigma, got, target)
+	}
+}
+
+// Extending a cache one entry at a time agrees with accounting the list.
+func TestComposeIntoMatchesList(t *testing.T) {
+	ms := []Mechanism{
+		{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 50},
+		{Kind: KindGaussian, Mu: 0.2},
+		{Kind: KindLaplace, Epsilon: 0.05},
+		{Kind: KindExternal, Mu: 0.1, Steps: 3},
+		{Kind: KindSubsampledGaussian, Q: 0.02, Sigma: 1.5, Steps: 30},
+		{Kind: KindLaplace, Epsilon: 0.05, Neighbours: ReplaceOne},
+	}
+	var cache []byte
+	var err error
+	for i, m := range ms {
+		if cache, err = ComposeInto(cache, m); err != nil {
+			t.Fatal(err)
+		}
+		got, err := CachedEpsilon(cache, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := RigorousEpsilon(ms[:i+1], 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(got/want-1) > 1e-4 {
+			t.Errorf("after %d entries: cached %v, list %v", i+1, got, want)
+		}
+		gd, _ := CachedDelta(cache, 0.5)
+		wd, _ := RigorousDelta(ms[:i+1], 0.5)
+		if math.Abs(gd/wd-1) > 1e-3 {
+			t.Errorf("after %d entries: cached delta %v, list %v", i+1, gd, wd)
+		}
+	}
+	if n, err := CachedCount(cache); err != nil || n != int64(len(ms)) {
+		t.Errorf("count = %v, %v", n, err)
+	}
+	if e, err := CachedEpsilon(nil, 1e-5); err != nil || e != 0 {
+		t.Errorf("empty cache: %v, %v", e, err)
+	}
+	for name, bad := range map[string][]byte{
+		"magic":     []byte("garbage that is long enough to parse"),
+		"truncated": cache[:len(cache)-1],
+		"flag":      append(append([]byte(nil), cache[:len(rigCacheMagic)+16]...), 7),
+	} {
+		if _, err := CachedEpsilon(bad, 1e-5); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+		if _, err := ComposeInto(bad, ms[0]); err == nil {
+			t.Errorf("%s: ComposeInto: no error", name)
+		}
+	}
+}
+
+func TestRigorousRoundoffGuard(t *testing.T) {
+	ms := []Mechanism{{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 10000}}
+	if _, err := RigorousEpsilon(ms, 1e-12); !errors.Is(err, pld.ErrRoundoff) {
+		t.Errorf("delta 1e-12 after 10000 steps: err = %v, want ErrRoundoff", err)
+	}
+}
+
+// rigMixedEntry returns the i-th entry of a mixed ledger.
+func rigMixedEntry(i int) Mechanism {
+	switch i % 4 {
+	case 0:
+		return Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1.2, Steps: 10}
+	case 1:
+		return Mechanism{Kind: KindLaplace, Epsilon: 0.01}
+	case 2:
+		return Mechanism{Kind: KindGaussian, Mu: 0.05}
+	default:
+		return Mechanism{Kind: KindSubsampledGaussian, Q: 0.005, Sigma: 0.9, Steps: 5}
+	}
+}
+
+var rigFreshSigma int // never reused across benchmark runs
+
+// BenchmarkComposeIntoCached measures one budget check on a scope whose
+// cache already holds 999 mixed entries: extend the cache by one entry and
+// read epsilon at delta 1e-5. "repeat": the new entry's PLD is in the memo
+// (the usual ledger pattern); "fresh": a never-seen entry, built from scratch.
+func BenchmarkComposeIntoCached(b *testing.B) {
+	var cache []byte
+	var err error
+	for i := 0; i < 999; i++ {
+		if cache, err = ComposeInto(cache, rigMixedEntry(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	check := func(b *testing.B, m Mechanism) {
+		c, err := ComposeInto(cache, m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := CachedEpsilon(c, 1e-5); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("repeat", func(b *testing.B) {
+		b.ReportMetric(float64(len(cache)), "cache-bytes")
+		for b.Loop() {
+			check(b, rigMixedEntry(999))
+		}
+	})
+	b.Run("fresh", func(b *testing.B) {
+		for b.Loop() {
+			rigFreshSigma++
+			m := rigMixedEntry(999)
+			m.Sigma += float64(rigFreshSigma) * 1e-7 // a new sigma: no memo hit
+			check(b, m)
+		}
+	})
+}
+
+// The PLD memo is shared between goroutines (run with -race).
+func TestRigorousConcurrent(t *testing.T) {
+	ms := []Mechanism{{Kind: KindSubsampledGaussian, Q: 0.03, Sigma: 1.1, Steps: 20}, {Kind: KindLaplace, Epsilon: 0.3}}
+	want, err := RigorousEpsilon(ms, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		go func() {
+			got, err := RigorousEpsilon(ms, 1e-5)
+			if err == nil && got != want {
+				err = fmt.Errorf("epsilon %v, want %v", got, want)
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// Decoding a cache never panics.
+func FuzzComposeIntoCache(f *testing.F) {
+	c1, _ := ComposeInto(nil, Mechanism{Kind: KindGaussian, Mu: 1})
+	c2, _ := ComposeInto(c1, Mechanism{Kind: KindLaplace, Epsilon: 2})
+	f.Add(c1)
+	f.Add(c2)
+	f.Add([]byte(rigCacheMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, err := CachedDelta(data, 1); err != nil {
+			return
+		}
+		if _, err := ComposeInto(data, Mechanism{Kind: KindGaussian, Mu: 0.1}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
