@@ -59,13 +59,24 @@ func benchRelease(b *testing.B, sampling string, p float64) {
 
 // BenchmarkRelease runs the whole mechanism (clipping pass, sampling, sums,
 // noise, emission) on the Fashion-MNIST shape with m = 64.
+//
+//	go test ./release/avgmix/ -run '^$' -bench . -benchtime 5x -count 3
+//
+// On the 2-core AMD EPYC (Zen 5) development VM, when otherwise idle:
+// 0.746 s per release of 60000 rows (12.4 us/row, 80k rows/s), 2.3 MB and
+// 86 allocations per release; hierarchical sampling 0.81 s. A CPU profile
+// splits the time roughly as noise sampling 45% (47.6M rounded-Gaussian draws
+// at about 14 ns each, release.Noise), gathering the 64 rows of each output
+// 35% (memory-bound: 12 GB read at about 25-35 GB/s), label sums 6%,
+// clipping 5%, subset sampling 4%.
 func BenchmarkRelease(b *testing.B) { benchRelease(b, Poisson, 0) }
 
 // BenchmarkReleaseHierarchical is the same with hierarchical sampling, p = 0.3.
 func BenchmarkReleaseHierarchical(b *testing.B) { benchRelease(b, Hierarchical, 0.3) }
 
 // BenchmarkGather measures the sums alone: 64 random rows of 784 features per
-// output, on one goroutine.
+// output, on one goroutine (4.2-4.5 us per output on the VM above; the plain
+// Go loop without SIMD or prefetch took about 24 us).
 func BenchmarkGather(b *testing.B) {
 	data := benchData()
 	r := rand.New(rand.NewPCG(3, 4))
@@ -81,8 +92,8 @@ func BenchmarkGather(b *testing.B) {
 		clear(acc)
 		for p := 0; p < len(w.idx); p += 8 {
 			for k := range 8 {
-				g[k] = w.rowPtr(p + k)
-				g[8+k] = w.rowPtr(p + 8 + k)
+				g[k], _ = w.rowPtrs(p + k)
+				g[8+k], g[16+k] = w.rowPtrs(p + 8 + k)
 			}
 			addGroup(acc, &g)
 		}

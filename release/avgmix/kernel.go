@@ -2,10 +2,11 @@ package avgmix
 
 import "unsafe"
 
-// group holds the row pointers of one kernel call: rows 0-7 are added into
-// the accumulator, rows 8-15 are the next group's rows, which the AVX2 kernel
-// prefetches while it works. Unused slots point at a zero row.
-type group [16]*float32
+// group holds the row pointers of one kernel call: feature rows 0-7 are
+// added into the accumulator; entries 8-15 are the next group's feature rows
+// and entries 16-23 its label rows, which the AVX2 kernel prefetches while it
+// works. Unused slots point at a zero row.
+type group [24]*float32
 
 // addGroupGo adds rows 0-7 of g into acc[from:to]. Every stored value is a
 // multiple of the quantisation step below 2^24 steps, so the float64 sums are

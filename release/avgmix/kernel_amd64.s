@@ -5,7 +5,8 @@
 // For j < n&^15: acc[j] += g[0][j] + ... + g[7][j], converting each float32
 // to float64 (exact) and adding in float64 (exact for the quantised values
 // Release stores). Each iteration covers 16 floats (64 bytes) of every row and
-// prefetches the same 64 bytes of rows g[8..15].
+// prefetches the same 64 bytes of rows g[8..15]; the label rows g[16..23] are
+// prefetched once at the start.
 TEXT ·addGroupAVX2(SB), NOSPLIT, $0-24
 	MOVQ acc+0(FP), DI
 	MOVQ grp+8(FP), R13
@@ -20,6 +21,22 @@ TEXT ·addGroupAVX2(SB), NOSPLIT, $0-24
 	MOVQ 40(R13), R10
 	MOVQ 48(R13), R11
 	MOVQ 56(R13), R12
+	MOVQ 128(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 136(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 144(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 152(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 160(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 168(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 176(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 184(R13), AX
+	PREFETCHT0 (AX)
 	XORQ AX, AX
 
 loop:

@@ -77,7 +77,7 @@ func Release(noise *release.Noise, data Data, plan *Plan, emit func(i int, x, y 
 	if plan.Sampling == Hierarchical {
 		classStart, classRows = groupByClass(data)
 	}
-	zero := make([]float32, data.D)
+	zero := make([]float32, max(data.D, data.K))
 	B := batchSize(data.D + data.K)
 	nb := (plan.T + B - 1) / B
 	width := data.D + data.K
@@ -228,13 +228,14 @@ func (w *worker) sample(t int) {
 	})
 }
 
-// rowPtr returns a pointer to the features of entry p of w.idx, or to the
-// zero row if p is past the end.
-func (w *worker) rowPtr(p int) *float32 {
+// rowPtrs returns pointers to the features and labels of entry p of w.idx,
+// or to the zero row if p is past the end.
+func (w *worker) rowPtrs(p int) (x, y *float32) {
 	if p >= len(w.idx) {
-		return &w.zero[0]
+		return &w.zero[0], &w.zero[0]
 	}
-	return &w.data.X[int(w.idx[p])*w.data.D]
+	i := int(w.idx[p])
+	return &w.data.X[i*w.data.D], &w.data.Y[i*w.data.K]
 }
 
 // batch computes outputs t0..t1-1 into out, one row of D+K floats each. The
@@ -258,6 +259,7 @@ func (w *worker) batch(t0, t1 int, out []float32) {
 	for o := range nOut {
 		lo, hi := w.off[o], w.off[o+1]
 		acc := sx[o*D : (o+1)*D]
+		accY := sy[o*K : (o+1)*K]
 		for p := lo; p < hi; p += 8 {
 			for k := range 8 {
 				if p+k < hi {
@@ -268,14 +270,14 @@ func (w *worker) batch(t0, t1 int, out []float32) {
 			}
 			next := min(p+8, hi) // the next group: this output's, or the next output's first
 			for k := range 8 {
-				g[8+k] = w.rowPtr(next + k)
+				g[8+k], g[16+k] = w.rowPtrs(next + k)
 			}
 			addGroup(acc, &g)
-		}
-		accY := sy[o*K : (o+1)*K]
-		for _, i := range w.idx[lo:hi] {
-			for j, v := range Y[int(i)*K : int(i)*K+K] {
-				accY[j] += float64(v)
+			// This group's label rows were prefetched by the previous call.
+			for _, i := range w.idx[p:min(p+8, hi)] {
+				for j, v := range Y[int(i)*K : int(i)*K+K] {
+					accY[j] += float64(v)
+				}
 			}
 		}
 	}

@@ -395,8 +395,8 @@ func TestReleaseDeterministicAndKernel(t *testing.T) {
 			t.Fatal(err)
 		}
 		var g group
-		for i := range 16 {
-			g[i] = &rows[i*dim]
+		for i := range g {
+			g[i] = &rows[(i%16)*dim] // 16-23 stand for label rows to prefetch
 		}
 		want := make([]float64, dim)
 		got := make([]float64, dim)
