@@ -307,10 +307,10 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 	if st.rigorous {
 		rig = st.epsilon
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO dp_scope_state(scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous)
-		VALUES (?,?,?,?,?,?) ON CONFLICT(scope) DO UPDATE SET through_id=excluded.through_id, mu_spent=excluded.mu_spent,
-		mu_remaining=excluded.mu_remaining, epsilon_spent=excluded.epsilon_spent, epsilon_rigorous=excluded.epsilon_rigorous`,
-		c.Scope, id, st.muAfter, st.muRemaining, st.epsGDP, rig); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO dp_scope_state(scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous, pld)
+		VALUES (?,?,?,?,?,?,?) ON CONFLICT(scope) DO UPDATE SET through_id=excluded.through_id, mu_spent=excluded.mu_spent,
+		mu_remaining=excluded.mu_remaining, epsilon_spent=excluded.epsilon_spent, epsilon_rigorous=excluded.epsilon_rigorous, pld=excluded.pld`,
+		c.Scope, id, st.muAfter, st.muRemaining, st.epsGDP, rig, st.cache); err != nil {
 		return Receipt{}, fmt.Errorf("updating dp_scope_state: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -338,11 +338,8 @@ type checked struct {
 	muRemaining, epsGDP float64
 	epsilon             float64
 	rigorous            bool
+	cache               []byte // the scope's composition including this charge
 }
-
-// RigorousEpsilonFunc composes mechanisms with the rigorous accountant. It is
-// set by the PLD accountant; until then non-Gaussian charges are refused.
-var RigorousEpsilonFunc func(ms []Mechanism, delta float64) (float64, error)
 
 type queryer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -397,10 +394,18 @@ func checkBudget(ctx context.Context, tx *sql.Tx, scope string, m Mechanism) (ch
 	}
 	var sumSq float64
 	var nonGaussian int
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(mu*mu), 0), coalesce(sum(mechanism NOT IN ('gaussian', 'external')), 0) FROM dp_ledger WHERE scope = ?`, scope).Scan(&sumSq, &nonGaussian); err != nil {
+	var lastID int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(mu*mu), 0), coalesce(sum(mechanism NOT IN ('gaussian', 'external')), 0), coalesce(max(id), 0) FROM dp_ledger WHERE scope = ?`, scope).Scan(&sumSq, &nonGaussian, &lastID); err != nil {
 		return checked{}, err
 	}
+	cache, err := scopeCache(ctx, tx, scope, lastID)
+	if err != nil {
+		return checked{}, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", scope, err)
+	}
 	c := checked{budget: b, newMu: m.GDPMu()}
+	if c.cache, err = ComposeInto(cache, m); err != nil {
+		return checked{}, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", scope, err)
+	}
 	muBefore := math.Sqrt(sumSq)
 	c.muAfter = math.Sqrt(sumSq + c.newMu*c.newMu)
 	if math.IsInf(c.newMu, 1) {
@@ -410,26 +415,21 @@ func checkBudget(ctx context.Context, tx *sql.Tx, scope string, m Mechanism) (ch
 	c.epsGDP, _ = Epsilon(c.muAfter, b.Delta)
 	c.epsilon = c.epsGDP
 	if nonGaussian == 0 && m.IsGaussian() {
+		// Only Gaussian entries: GDP composition is exact.
 		if c.muAfter*c.muAfter > b.Mu*b.Mu*(1+tolerance) {
 			return c, &BudgetError{Scope: scope, Spent: muBefore, Need: c.newMu, Budget: b.Mu, AfterWouldBe: c.muAfter, Unit: "mu", Mechanism: m.Kind}
 		}
 		return c, nil
 	}
-	// A subsampled or non-Gaussian entry exists: every decision uses the rigorous figure.
-	if RigorousEpsilonFunc == nil {
-		return c, fmt.Errorf("charging a %s mechanism needs the rigorous (PLD) accountant, which this build lacks", m.Kind)
-	}
-	ms, err := scopeMechanisms(ctx, tx, scope)
-	if err != nil {
-		return c, err
-	}
+	// A subsampled or non-Gaussian entry exists: every decision uses the
+	// rigorous (PLD) figure, extended from the scope's cached composition.
 	epsBefore := 0.0
-	if len(ms) > 0 {
-		if epsBefore, err = RigorousEpsilonFunc(ms, b.Delta); err != nil {
+	if lastID > 0 {
+		if epsBefore, err = CachedEpsilon(cache, b.Delta); err != nil {
 			return c, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", scope, err)
 		}
 	}
-	epsAfter, err := RigorousEpsilonFunc(append(ms, m), b.Delta)
+	epsAfter, err := CachedEpsilon(c.cache, b.Delta)
 	if err != nil {
 		return c, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", scope, err)
 	}
@@ -438,15 +438,38 @@ func checkBudget(ctx context.Context, tx *sql.Tx, scope string, m Mechanism) (ch
 		epsBudget, _ = Epsilon(b.Mu, b.Delta)
 	}
 	c.epsilon, c.rigorous = epsAfter, true
-	if epsAfter > epsBudget*(1+tolerance) {
+	if !(epsAfter <= epsBudget*(1+tolerance)) {
 		return c, &BudgetError{Scope: scope, Spent: epsBefore, Need: epsAfter - epsBefore, Budget: epsBudget, AfterWouldBe: epsAfter, Unit: "epsilon", Delta: b.Delta, Mechanism: m.Kind}
 	}
-	if b.Epsilon > 0 {
-		// For an (epsilon, delta) scope the remaining mu is what keeps the rigorous
-		// epsilon within budget; report the GDP figure as a guide only.
-		c.muRemaining = math.Sqrt(math.Max(b.Mu*b.Mu-c.muAfter*c.muAfter, 0))
-	}
 	return c, nil
+}
+
+// scopeCache returns the scope's cached composition (see ComposeInto) if it
+// covers every ledger row up to lastID, or rebuilds it from the ledger.
+func scopeCache(ctx context.Context, tx *sql.Tx, scope string, lastID int64) ([]byte, error) {
+	var through sql.NullInt64
+	var cache []byte
+	err := tx.QueryRowContext(ctx, `SELECT through_id, pld FROM dp_scope_state WHERE scope = ?`, scope).Scan(&through, &cache)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, err
+	}
+	if lastID == 0 {
+		return nil, nil
+	}
+	if through.Valid && through.Int64 == lastID && cache != nil {
+		return cache, nil
+	}
+	ms, err := scopeMechanisms(ctx, tx, scope)
+	if err != nil {
+		return nil, err
+	}
+	cache = nil
+	for _, m := range ms {
+		if cache, err = ComposeInto(cache, m); err != nil {
+			return nil, err
+		}
+	}
+	return cache, nil
 }
 
 // Row is one dp_ledger row.

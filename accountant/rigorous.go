@@ -32,9 +32,6 @@ import (
 // rigorousConfig is the discretisation used for ledger accounting.
 var rigorousConfig = pld.Config{}
 
-// The ledger decides non-Gaussian charges with this accountant.
-func init() { RigorousEpsilonFunc = RigorousEpsilon }
-
 // RigorousDelta returns an upper bound on delta(epsilon) for the composition
 // of ms.
 func RigorousDelta(ms []Mechanism, epsilon float64) (float64, error) {

@@ -1,0 +1,69 @@
+package accountant
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+func subsampled(q, sigma float64, steps int) Charge {
+	return Charge{Scope: "default", Mechanism: Mechanism{Kind: KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps}}
+}
+
+func TestMixedScopeUsesRigorousAccountant(t *testing.T) {
+	ctx := context.Background()
+	l, db, _ := newLedger(t, mustBudget(t, "default", 0, 3, 1e-5))
+	if _, err := l.Charge(ctx, gauss(0.3), nil); err != nil {
+		t.Fatal(err)
+	}
+	// q = 0.01, sigma = 0.7, T = 120 alone is epsilon 2.4612 at 1e-5.
+	r, err := l.Charge(ctx, subsampled(0.01, 0.7, 120), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := RigorousEpsilon([]Mechanism{{Kind: KindGaussian, Mu: 0.3}, {Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 0.7, Steps: 120}}, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Rigorous || math.Abs(r.Epsilon-want) > 1e-3*want {
+		t.Errorf("receipt epsilon %v (rigorous %v), want the PLD figure %v", r.Epsilon, r.Rigorous, want)
+	}
+	st, _ := ReadStatus(ctx, db, "default")
+	if !st.EpsilonRigorous.Valid || math.Abs(st.EpsilonRigorous.Float64-want) > 1e-3*want {
+		t.Errorf("dp_budget_status.epsilon_rigorous = %v, want %v", st.EpsilonRigorous, want)
+	}
+	// The same release again would go past epsilon = 3: refused in epsilon units.
+	_, err = l.Charge(ctx, subsampled(0.01, 0.7, 120), nil)
+	var be *BudgetError
+	if !errors.As(err, &be) || be.Unit != "epsilon" || !strings.Contains(err.Error(), "at delta = 1e-05") {
+		t.Fatalf("over-budget subsampled charge: %v", err)
+	}
+	// A stale cache is rebuilt from the ledger and gives the same decision.
+	if _, err := db.Exec(`UPDATE dp_scope_state SET pld = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Charge(ctx, subsampled(0.01, 0.7, 120), nil); !errors.As(err, &be) {
+		t.Errorf("after dropping the cache: %v", err)
+	}
+	if r, err := l.Charge(ctx, gauss(0.05), nil); err != nil || !r.Rigorous {
+		t.Errorf("small Gaussian after a subsampled entry: %+v %v (must be decided rigorously)", r, err)
+	}
+}
+
+func TestUnaccountableLedgerRowRefuses(t *testing.T) {
+	ctx := context.Background()
+	l, db, _ := newLedger(t, mustBudget(t, "default", 1, 0, 1e-5))
+	if _, err := l.Charge(ctx, subsampled(0.01, 1, 10), nil); err != nil {
+		t.Fatal(err)
+	}
+	// A row no accountant understands (written by hand, bypassing dpsql).
+	if _, err := db.Exec(`INSERT INTO dp_ledger(at, scope, mechanism, mu, params, prev_hash, hash) VALUES ('now', 'default', 'magic', 0.1, '{"mechanism":"magic"}', '', '')`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.Charge(ctx, subsampled(0.01, 1, 10), nil)
+	if err == nil || !strings.Contains(err.Error(), "cannot be accounted") {
+		t.Errorf("charge after an unaccountable row: %v", err)
+	}
+}
