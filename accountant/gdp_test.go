@@ -167,7 +167,7 @@ func TestMechanismGDPMu(t *testing.T) {
 	}{
 		{Mechanism{Kind: KindGaussian, Sensitivity: 2, Sigma: 4}, 0.5},
 		{Mechanism{Kind: KindGaussian, Mu: 0.3, Steps: 4}, 0.6},
-		{Mechanism{Kind: KindGaussian, Mu: 0.3, Neighbours: ReplaceOne}, 0.6},
+		{Mechanism{Kind: KindGaussian, Mu: 0.3, Neighbours: ReplaceOne}, 0.3}, // stated for replacement, charged as stated
 		{Mechanism{Kind: KindExternal, Mu: 0.25}, 0.25},
 		// CLT value of seed 003 Theorem E.2: q sqrt(T) sqrt(e^(1/sigma^2) - 1).
 		{Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 10000}, math.Sqrt(math.E - 1)},

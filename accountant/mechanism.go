@@ -14,8 +14,15 @@ const (
 	KindExternal           = "external"            // a spend made outside dpsql, given as Mu (gdp_spend)
 )
 
-// Neighbour notions. Budgets are stated for add/remove neighbours; a
-// replace-one release counts as two add/remove steps (see Mechanism.GDPMu).
+// Neighbour notions. Budgets are stated for add/remove neighbours. A
+// replace_one entry (a per-row release, which reveals n and is DP only when one
+// row is replaced by another) states its figures for replace-one neighbours:
+// its sensitivity already covers both add/remove steps of a replacement (2C for
+// rows clipped to C), and it is charged as stated. A scope holding such entries
+// guarantees, for replace-one neighbours, at most twice its mu_spent (an
+// add/remove entry of mu is 2 mu-GDP under replacement: Dong, Roth, Su 2019,
+// Theorem 2.14) and no add/remove guarantee; keep per-row releases in their
+// own scope when the rest needs the add/remove guarantee.
 const (
 	AddRemove  = "add_remove"
 	ReplaceOne = "replace_one"
@@ -99,14 +106,6 @@ func (m Mechanism) steps() float64 {
 	return float64(m.Steps)
 }
 
-// group is the number of add/remove steps one neighbour step of m counts as.
-func (m Mechanism) group() float64 {
-	if m.Neighbours == ReplaceOne {
-		return 2
-	}
-	return 1
-}
-
 // IsGaussian reports whether m is exactly GDP (a Gaussian or an external mu
 // spend), so that GDP composition is exact for it.
 func (m Mechanism) IsGaussian() bool {
@@ -117,10 +116,9 @@ func (m Mechanism) IsGaussian() bool {
 // for Gaussian and external entries; for a subsampled Gaussian it is the
 // central-limit value q sqrt(T) sqrt(e^(1/sigma^2) - 1) (Bu, Dong, Long, Su 2020;
 // seed 003 Theorem E.2), which is asymptotic only and never used alone for a
-// budget decision; for Laplace it is the GDP of the Laplace mechanism's
-// trade-off envelope is not finite, so +Inf is returned. A replace-one release is
-// a group of two add/remove steps, and mu-GDP is (2 mu)-GDP for groups of two
-// (Dong, Roth, Su 2019, Theorem 2.14).
+// budget decision; for Laplace no finite mu dominates in general, so +Inf is
+// returned and the rigorous accountant decides. Replace-one entries are charged
+// as stated (see ReplaceOne).
 func (m Mechanism) GDPMu() float64 {
 	var mu float64
 	switch m.Kind {
@@ -138,5 +136,5 @@ func (m Mechanism) GDPMu() float64 {
 	default:
 		return math.Inf(1)
 	}
-	return mu * m.group()
+	return mu
 }

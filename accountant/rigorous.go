@@ -16,14 +16,13 @@ import (
 // budget decisions use the privacy loss distribution (PLD) accountant of
 // package pld, whose every epsilon and delta is an upper bound.
 //
-// Entries are mapped as follows (all under add/remove neighbours):
-//   - gaussian, external: mu = GDPMu() (sqrt(steps) and the replace-one
-//     factor 2 included); all of them merge exactly into one Gaussian of
+// Entries are mapped as follows (replace_one entries as stated, see ReplaceOne):
+//   - gaussian, external: mu = GDPMu() (sqrt(steps) included); all of them
+//     merge exactly into one Gaussian of
 //     mu = sqrt(sum mu_i^2), whose PLD is composed last (or, with no other
 //     entries, converted exactly with Delta/Epsilon).
 //   - laplace: Laplace noise with sensitivity/scale = Epsilon, composed Steps
-//     times. Replace-one: the query moves by at most twice its add/remove
-//     sensitivity, so it is Laplace with 2 Epsilon.
+//     times.
 //   - subsampled_gaussian: Poisson rate Q, noise multiplier Sigma, Steps
 //     steps, both directions kept. Replace-one is refused: a replace-one
 //     neighbour under Poisson sampling is not two composed add/remove steps
@@ -129,7 +128,7 @@ var errRigReplaceSubsampled = errors.New("subsampled_gaussian: replace_one neigh
 // rigMechanismPLD returns the PLD of a non-Gaussian entry (all its steps),
 // from the memo when the same entry was seen recently.
 func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
-	k := rigMemoKey{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon * m.group(), steps: int(m.steps())}
+	k := rigMemoKey{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon, steps: int(m.steps())}
 	if m.Kind == KindSubsampledGaussian && m.Neighbours == ReplaceOne {
 		return nil, errRigReplaceSubsampled
 	}
@@ -231,7 +230,7 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 		if m.Kind == KindSubsampledGaussian && m.Neighbours == ReplaceOne {
 			return nil, fmt.Errorf("entry %d: %w", i, errRigReplaceSubsampled)
 		}
-		k := key{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon * m.group()}
+		k := key{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon}
 		groups[k] += int(m.steps())
 	}
 	keys := make([]key, 0, len(groups))

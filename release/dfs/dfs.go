@@ -280,10 +280,8 @@ func (p Params) SelectMechanisms(d int) ([]accountant.Mechanism, error) {
 // accountant has no kind for pure eps-DP yet.
 //
 // Both entries carry Neighbours = "replace_one" and a Mu that already
-// measures a replacement. [accountant.Mechanism.GDPMu] doubles every
-// replace_one entry (group privacy, meant for mu computed under add/remove),
-// so charging through it costs 2 Mu: sound, but twice what the release
-// spends. See the package documentation for the exact figure.
+// measures a replacement; the ledger charges it as stated (see
+// [accountant.ReplaceOne]).
 func (p Params) ReleaseMechanisms() ([]accountant.Mechanism, error) {
 	if err := p.checkRelease(); err != nil {
 		return nil, err
