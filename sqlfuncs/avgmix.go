@@ -54,6 +54,9 @@ func (a *avgmixAgg) Done() (out string, err error) {
 	defer guard(fn, &err)
 	start := time.Now()
 	r := &a.rows
+	if err := r.finish(a.c); err != nil {
+		return "", err
+	}
 	if r.N == 0 {
 		return "", fmt.Errorf("%s: no rows to release (empty input)", fn)
 	}

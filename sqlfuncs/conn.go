@@ -78,6 +78,16 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 	if err != nil {
 		return accountant.Receipt{}, fmt.Errorf("%s: %w", fn, err)
 	}
+	if release != nil {
+		inner := release
+		release = func(tx *sql.Tx) (map[string]any, error) {
+			more, err := inner(tx)
+			if err == nil && interrupted(c.handle) {
+				err = fmt.Errorf("the statement was interrupted; the release was rolled back and nothing was charged")
+			}
+			return more, err
+		}
+	}
 	r, err := l.Charge(context.Background(), accountant.Charge{
 		Scope: c.Scope(), Mechanism: m, Details: details, Query: runningSQL(c.handle),
 	}, release)

@@ -12,8 +12,10 @@ extern int sqlite3_txn_state(sqlite3*, const char*);
 extern sqlite3_stmt *sqlite3_next_stmt(sqlite3*, sqlite3_stmt*);
 extern int sqlite3_stmt_busy(sqlite3_stmt*);
 extern const char *sqlite3_sql(sqlite3_stmt*);
+extern int sqlite3_is_interrupted(sqlite3*);
 
 static int dpsql_txn_state(void *db) { return sqlite3_txn_state((sqlite3*)db, 0); }
+static int dpsql_interrupted(void *db) { return sqlite3_is_interrupted((sqlite3*)db); }
 static const char *dpsql_busy_sql(void *db) {
 	sqlite3_stmt *s = 0;
 	while ((s = sqlite3_next_stmt((sqlite3*)db, s)) != 0) {
@@ -47,6 +49,12 @@ const txnWrite = 2 // SQLITE_TXN_WRITE
 // writing reports whether the connection holds a write transaction on any schema.
 func writing(h unsafe.Pointer) bool {
 	return h != nil && C.dpsql_txn_state(h) == txnWrite
+}
+
+// interrupted reports whether the connection's running statement is being
+// interrupted (context cancelled, Ctrl-C).
+func interrupted(h unsafe.Pointer) bool {
+	return h != nil && C.dpsql_interrupted(h) != 0
 }
 
 // runningSQL returns the text of the statement running on the connection.

@@ -24,11 +24,36 @@ type vectorRows struct {
 	Y       []float32 // n x K label vectors, when labels are BLOBs
 	K       int       // label vector length (BLOB labels) or max class id + 1
 	opts    []byte
+	failed  error // the first row error: the statement is failing
+}
+
+// finish reports whether the buffered rows may be released. SQLite calls an
+// aggregate's final function also while it cleans up a failing or
+// interrupted statement; a release must not happen then.
+func (r *vectorRows) finish(c *Conn) error {
+	if r.failed != nil {
+		return r.failed
+	}
+	if interrupted(c.handle) {
+		return fmt.Errorf("%s: the statement was interrupted; nothing was released or charged", r.fn)
+	}
+	return nil
 }
 
 // add appends one row; row numbers in errors count from 1 in the order SQLite
 // fed the rows.
 func (r *vectorRows) add(features, label, opts any) error {
+	if r.failed != nil {
+		return r.failed
+	}
+	if err := r.addRow(features, label, opts); err != nil {
+		r.failed = err
+		return err
+	}
+	return nil
+}
+
+func (r *vectorRows) addRow(features, label, opts any) error {
 	row := r.N + 1
 	if r.N == 0 {
 		b, err := optionBytes(r.fn, opts)
@@ -66,7 +91,7 @@ func (r *vectorRows) add(features, label, opts any) error {
 		if l != math.Trunc(l) || l < 0 || l > math.MaxInt32 {
 			return fmt.Errorf("%s: label of row %d is %v; class ids must be integers from 0", r.fn, row, l)
 		}
-		return r.add(features, int64(l), opts)
+		return r.addRow(features, int64(l), opts)
 	case []byte:
 		if l == nil {
 			return fmt.Errorf("%s: label of row %d is NULL", r.fn, row)
