@@ -597,3 +597,20 @@ func ReadStatuses(ctx context.Context, db queryer, scope string) ([]Status, erro
 
 // Init creates the schema (if absent) and the scope b through the ledger connection.
 func (l *Ledger) Init(ctx context.Context, b Budget) error { return Init(ctx, l.db, b) }
+
+// ScopeEpsilon returns the rigorous epsilon, at delta, of everything a scope
+// has spent: the composition of all its ledger entries by the PLD accountant
+// (exact GDP conversion while they are all Gaussian).
+func (l *Ledger) ScopeEpsilon(ctx context.Context, scope string, delta float64) (float64, error) {
+	if _, err := LoadBudget(ctx, l.db, scope); err != nil {
+		return 0, err
+	}
+	ms, err := scopeMechanisms(ctx, l.db, scope)
+	if err != nil {
+		return 0, err
+	}
+	if len(ms) == 0 {
+		return 0, checkDelta(delta)
+	}
+	return RigorousEpsilon(ms, delta)
+}

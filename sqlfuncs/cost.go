@@ -1,0 +1,152 @@
+package sqlfuncs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/dpsql/dpsql/accountant"
+)
+
+func init() {
+	registrars = append(registrars, func(c *Conn) error {
+		for _, f := range []struct {
+			name string
+			impl func(args ...any) (any, error)
+			pure bool
+		}{
+			{"dp_cost", wrap("dp_cost", dpCost), true},
+			{"dp_cost_report", wrap("dp_cost_report", dpCostReport), true},
+			{"dp_epsilon", wrap("dp_epsilon", c.dpEpsilon), false},
+		} {
+			if err := c.sc.RegisterFunc(f.name, f.impl, f.pure); err != nil {
+				return fmt.Errorf("registering %s: %w", f.name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// parseMechanisms decodes a planned mechanism (a JSON object) or a composition
+// (a JSON array of them), rejecting unknown keys.
+func parseMechanisms(fn string, v any) ([]accountant.Mechanism, error) {
+	data, err := optionBytes(fn, v)
+	if err != nil {
+		return nil, err
+	}
+	data = bytes.TrimSpace(data)
+	var raws []json.RawMessage
+	if len(data) > 0 && data[0] == '[' {
+		if err := json.Unmarshal(data, &raws); err != nil {
+			return nil, fmt.Errorf("%s: mechanism list is not a JSON array: %v", fn, err)
+		}
+		if len(raws) == 0 {
+			return nil, fmt.Errorf("%s: the mechanism list is empty", fn)
+		}
+	} else {
+		raws = []json.RawMessage{data}
+	}
+	ms := make([]accountant.Mechanism, len(raws))
+	for i, r := range raws {
+		where := fn
+		if len(raws) > 1 {
+			where = fmt.Sprintf("%s: mechanism %d", fn, i+1)
+		}
+		if err := decodeOptions(where, r, &ms[i]); err != nil {
+			return nil, err
+		}
+		if err := ms[i].Validate(); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	return ms, nil
+}
+
+// dpCost implements dp_cost(mechanism_json, delta): the rigorous epsilon of a
+// planned release, charging nothing.
+func dpCost(args ...any) (any, error) {
+	const fn = "dp_cost"
+	if err := arity(fn, args, 2, 2, "(mechanism_json, delta)"); err != nil {
+		return nil, err
+	}
+	ms, err := parseMechanisms(fn, args[0])
+	if err != nil {
+		return nil, err
+	}
+	d, err := probability(fn, "delta", args[1])
+	if err != nil {
+		return nil, err
+	}
+	eps, err := accountant.RigorousEpsilon(ms, d)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	return eps, nil
+}
+
+// dpCostReport implements dp_cost_report(mechanism_json, delta): a JSON object
+// with the rigorous epsilon, the GDP (central-limit for subsampled entries) mu
+// and its epsilon, for comparison.
+func dpCostReport(args ...any) (any, error) {
+	const fn = "dp_cost_report"
+	if err := arity(fn, args, 2, 2, "(mechanism_json, delta)"); err != nil {
+		return nil, err
+	}
+	ms, err := parseMechanisms(fn, args[0])
+	if err != nil {
+		return nil, err
+	}
+	d, err := probability(fn, "delta", args[1])
+	if err != nil {
+		return nil, err
+	}
+	eps, err := accountant.RigorousEpsilon(ms, d)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	var sq float64
+	exact := true
+	for _, m := range ms {
+		mu := m.GDPMu()
+		sq += mu * mu
+		exact = exact && m.IsGaussian()
+	}
+	rep := map[string]any{"epsilon": eps, "delta": d, "gdp_exact": exact}
+	if mu := math.Sqrt(sq); !math.IsInf(mu, 1) {
+		epsGDP, _ := accountant.Epsilon(mu, d)
+		rep["mu_gdp"], rep["epsilon_gdp"] = mu, epsGDP
+	}
+	b, _ := json.Marshal(rep)
+	return string(b), nil
+}
+
+// dpEpsilon implements dp_epsilon([scope,] delta): the rigorous epsilon of
+// everything the scope (default: the connection's) has spent.
+func (c *Conn) dpEpsilon(args ...any) (any, error) {
+	const fn = "dp_epsilon"
+	if err := arity(fn, args, 1, 2, "([scope,] delta)"); err != nil {
+		return nil, err
+	}
+	scope := c.Scope()
+	if len(args) == 2 {
+		var err error
+		if scope, err = text(fn, "scope", args[0]); err != nil {
+			return nil, err
+		}
+	}
+	d, err := probability(fn, "delta", args[len(args)-1])
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.ledger()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	eps, err := l.ScopeEpsilon(context.Background(), scope, d)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	return eps, nil
+}
