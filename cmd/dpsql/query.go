@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/dpsql/dpsql/sqlfuncs"
 	"io"
 	"strings"
 
@@ -118,6 +119,11 @@ func (s *session) Exec(ctx context.Context, text string, p *printer) error {
 func (s *session) Run(ctx context.Context, stmt string, p *printer) error {
 	task := s.m.startTask(abbreviate(stmt, 50))
 	defer task.Stop()
+	// Long releases (dp_avgmix) report rows written; show them beside the spinner.
+	sqlfuncs.SetProgress(func(fn string, done, total int) {
+		task.Set(fmt.Sprintf("%s: %d/%d rows (%.0f%%)", fn, done, total, 100*float64(done)/float64(max(total, 1))))
+	})
+	defer sqlfuncs.SetProgress(nil)
 	rows, err := s.conn.QueryContext(ctx, stmt)
 	if err != nil {
 		return sqlError(ctx, err)

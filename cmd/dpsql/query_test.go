@@ -165,3 +165,34 @@ type recordTask struct {
 
 func (r *recordTask) Set(string) {}
 func (r *recordTask) Stop()      { r.once.Do(r.stop) }
+
+// TestQueryReleaseProgress checks that a dp_avgmix release reports its rows to
+// the progress display.
+func TestQueryReleaseProgress(t *testing.T) {
+	db := newDB(t)
+	var mu sync.Mutex
+	var statuses []string
+	var out, errb bytes.Buffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Progress: func(label string) Task {
+		return &statusTask{set: func(s string) { mu.Lock(); statuses = append(statuses, s); mu.Unlock() }}
+	}}
+	setup := `CREATE TABLE train AS WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 4999)
+		SELECT json_array(i % 7, i % 3) AS features, i % 2 AS label FROM c;`
+	if code := m.Exec(context.Background(), []string{"query", db, setup}); code != 0 {
+		t.Fatalf("setup: exit %d: %s", code, errb.String())
+	}
+	q := `SELECT dp_avgmix(features, label, json_object('into', 'rel', 'mu', 0.5)) FROM train`
+	if code := m.Exec(context.Background(), []string{"query", db, q}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(statuses) == 0 || statuses[len(statuses)-1] != "dp_avgmix: 5000/5000 rows (100%)" {
+		t.Errorf("progress statuses %q", statuses)
+	}
+}
+
+type statusTask struct{ set func(string) }
+
+func (s *statusTask) Set(v string) { s.set(v) }
+func (s *statusTask) Stop()        {}
