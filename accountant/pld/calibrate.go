@@ -95,22 +95,24 @@ func (c Config) CalibrateSubsampledGaussian(q float64, steps int, epsilon, delta
 	if !(delta > 0 && delta < 1) {
 		return 0, fmt.Errorf("pld: delta must lie strictly between 0 and 1, got %v", delta)
 	}
-	ok := func(sigma float64) (bool, error) {
+	// excess(sigma) = epsilon(sigma) - target; it decreases with sigma. A
+	// sigma whose epsilon cannot be certified counts as too little noise.
+	excess := func(sigma float64) (float64, error) {
 		p, err := c.SubsampledGaussian(q, sigma)
 		if err != nil {
-			return false, err
+			return 0, err
 		}
 		if p, err = p.SelfCompose(steps); err != nil {
-			return false, err
+			return 0, err
 		}
 		e, err := p.Epsilon(delta)
 		if errors.Is(err, ErrRoundoff) {
-			return false, nil // cannot certify: treat as too little noise
+			return math.Inf(1), nil
 		}
 		if err != nil {
-			return false, err
+			return 0, err
 		}
-		return e <= epsilon, nil
+		return e - epsilon, nil
 	}
 	// Central-limit guess: mu = q sqrt(T (e^(1/sigma^2) - 1)).
 	mu := gaussianMuFor(epsilon, delta)
@@ -122,44 +124,71 @@ func (c Config) CalibrateSubsampledGaussian(q float64, steps int, epsilon, delta
 	if !(sigma > 1e-3) {
 		sigma = 1e-3
 	}
-	good, err := ok(sigma)
+	// Bracket: flo > 0 at lo (too little noise), fhi <= 0 at hi (enough).
+	f, err := excess(sigma)
 	if err != nil {
 		return 0, err
 	}
-	lo, hi := sigma, sigma
-	if good {
-		for good {
-			hi = lo
-			lo /= 1.25
+	lo, hi, flo, fhi := sigma, sigma, f, f
+	if f <= 0 {
+		for fhi, hi = f, sigma; ; {
+			lo = hi / 1.25
 			if lo < 1e-4 {
 				return hi, nil // any sigma this small will do; stop here
 			}
-			if good, err = ok(lo); err != nil {
+			if flo, err = excess(lo); err != nil {
 				return 0, err
 			}
+			if flo > 0 {
+				break
+			}
+			hi, fhi = lo, flo
 		}
 	} else {
-		for !good {
-			lo = hi
-			hi *= 1.25
+		for flo, lo = f, sigma; ; {
+			hi = lo * 1.25
 			if hi > 1e6 {
 				return 0, fmt.Errorf("pld: no sigma up to 1e6 reaches epsilon %g at delta %g", epsilon, delta)
 			}
-			if good, err = ok(hi); err != nil {
+			if fhi, err = excess(hi); err != nil {
 				return 0, err
 			}
+			if fhi <= 0 {
+				break
+			}
+			lo, flo = hi, fhi
 		}
 	}
-	for hi/lo-1 > 1e-4 {
-		mid := math.Sqrt(lo * hi)
-		g, err := ok(mid)
+	// Illinois (modified regula falsi) on log sigma: superlinear on this
+	// smooth monotone function, and the bracket always holds a checked hi.
+	// wlo, whi are the interpolation weights (the values, halved on a stall).
+	wlo, whi, side := flo, fhi, 0
+	for hi/lo-1 > 1e-4 && fhi < -1e-5*epsilon {
+		x := math.Sqrt(lo * hi)
+		if !math.IsInf(wlo, 1) && side > -3 && side < 3 {
+			l, h := math.Log(lo), math.Log(hi)
+			if y := math.Exp(h - whi*(h-l)/(whi-wlo)); y > lo && y < hi {
+				x = y
+			}
+		} else {
+			side = 0
+		}
+		fx, err := excess(x)
 		if err != nil {
 			return 0, err
 		}
-		if g {
-			hi = mid
+		if fx <= 0 {
+			hi, fhi, whi = x, fx, fx
+			if side < 0 {
+				wlo /= 2
+			}
+			side = min(side, 0) - 1
 		} else {
-			lo = mid
+			lo, flo, wlo = x, fx, fx
+			if side > 0 {
+				whi /= 2
+			}
+			side = max(side, 0) + 1
 		}
 	}
 	return hi, nil
