@@ -136,9 +136,13 @@ func (a *avgmixAgg) Done() (out string, err error) {
 	default:
 		return "", fmt.Errorf("%s: option \"mu\" (or \"epsilon\" and \"delta\") is required: the privacy budget of this release", fn)
 	}
+	// inflate raises the calibrated sigma when the planned mechanism, checked
+	// on its own, comes out above the target (see planWithin).
+	inflate := 1.0
 	p := avgmix.Params{T: r.N, Mu: mu, Sampling: o.Sampling,
 		Calibrate: func(q float64, steps int) (float64, error) {
-			return accountant.CalibrateSubsampledSigma(q, steps, eps, delta)
+			s, err := accountant.CalibrateSubsampledSigma(q, steps, eps, delta)
+			return s * inflate, err
 		}}
 	if o.T != nil {
 		if *o.T <= 0 {
@@ -163,9 +167,24 @@ func (a *avgmixAgg) Done() (out string, err error) {
 			}
 		}
 	}
-	plan, err := avgmix.NewPlan(noise, r.N, r.D, k, p)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", fn, err)
+	// The release must not exceed its own target: check the mechanism that
+	// will be charged with the rigorous accountant, and add noise until it holds.
+	var plan *avgmix.Plan
+	for try := 0; ; try++ {
+		if plan, err = avgmix.NewPlan(noise, r.N, r.D, k, p); err != nil {
+			return "", fmt.Errorf("%s: %w", fn, err)
+		}
+		got, err := accountant.RigorousEpsilon([]accountant.Mechanism{plan.Mechanism}, delta)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", fn, err)
+		}
+		if got <= eps {
+			break
+		}
+		if try == 20 {
+			return "", fmt.Errorf("%s: could not calibrate the noise to epsilon %g at delta %g (reached %g)", fn, eps, delta, got)
+		}
+		inflate *= 1 + 1e-4
 	}
 	details := map[string]any{
 		"into": o.Into, "n": r.N, "n_public": true, "d": r.D, "K": k, "T": plan.T, "m": plan.M,
@@ -208,15 +227,11 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 	if _, err := tx.Exec(`CREATE TABLE ` + q + ` (id INTEGER PRIMARY KEY, x BLOB NOT NULL, y BLOB NOT NULL)`); err != nil {
 		return fmt.Errorf("%s: creating %s: %w", fn, into, err)
 	}
-	ins, err := tx.Prepare(`INSERT INTO ` + q + ` (id, x, y) VALUES (?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer ins.Close()
+	ins := newBatchInsert(tx, q, "id", "x", "y")
 	var xb, yb []byte
 	err = avgmix.Release(noise, data, plan, func(i int, x, y []float32) error {
 		xb, yb = AppendEncoded(xb[:0], x), AppendEncoded(yb[:0], y)
-		if _, err := ins.Exec(i+1, xb, yb); err != nil {
+		if err := ins.add(int64(i+1), xb, yb); err != nil {
 			return fmt.Errorf("%s: writing row %d of %s: %w", fn, i+1, into, err)
 		}
 		if i%4096 == 4095 {
@@ -224,6 +239,9 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 		}
 		return nil
 	})
+	if ferr := ins.flush(); err == nil && ferr != nil {
+		err = fmt.Errorf("%s: writing %s: %w", fn, into, ferr)
+	}
 	report(fn, plan.T, plan.T)
 	if err != nil {
 		return fmt.Errorf("%s: %w", fn, err)

@@ -216,3 +216,66 @@ func report(fn string, done, total int) {
 		f(fn, done, total)
 	}
 }
+
+// batchInsert writes rows into a release table many at a time: one INSERT of
+// batchRows rows costs one round trip instead of batchRows. Blob arguments may
+// be reused by the caller once add returns (SQLite copies bound blobs only at
+// Exec, so add copies them into its own arena first).
+type batchInsert struct {
+	tx    *sql.Tx
+	head  string // INSERT INTO t (a, b) VALUES
+	row   string // (?, ?)
+	stmt  *sql.Stmt
+	args  []any
+	arena []byte
+	n     int
+}
+
+const batchRows = 64
+
+func newBatchInsert(tx *sql.Tx, quotedTable string, cols ...string) *batchInsert {
+	return &batchInsert{tx: tx, head: `INSERT INTO ` + quotedTable + ` (` + strings.Join(cols, ", ") + `) VALUES `,
+		row: `(` + strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + `)`}
+}
+
+func (b *batchInsert) sql(rows int) string {
+	return b.head + strings.TrimSuffix(strings.Repeat(b.row+", ", rows), ", ")
+}
+
+// add queues one row; []byte values are copied.
+func (b *batchInsert) add(vals ...any) error {
+	for _, v := range vals {
+		if p, ok := v.([]byte); ok && p != nil {
+			start := len(b.arena)
+			b.arena = append(b.arena, p...)
+			v = b.arena[start:len(b.arena):len(b.arena)]
+		}
+		b.args = append(b.args, v)
+	}
+	b.n++
+	if b.n < batchRows {
+		return nil
+	}
+	if b.stmt == nil {
+		var err error
+		if b.stmt, err = b.tx.Prepare(b.sql(batchRows)); err != nil {
+			return err
+		}
+	}
+	_, err := b.stmt.Exec(b.args...)
+	b.args, b.arena, b.n = b.args[:0], b.arena[:0], 0
+	return err
+}
+
+// flush writes the queued rows and releases the statement.
+func (b *batchInsert) flush() error {
+	if b.stmt != nil {
+		defer b.stmt.Close()
+	}
+	if b.n == 0 {
+		return nil
+	}
+	_, err := b.tx.Exec(b.sql(b.n), b.args...)
+	b.args, b.arena, b.n = b.args[:0], b.arena[:0], 0
+	return err
+}
