@@ -13,11 +13,14 @@ import (
 	"sync"
 )
 
-// vectorRows buffers the rows an aggregate sees: features in one contiguous
-// []float32 (n x d, row-major) and labels as class ids or label vectors.
+// vectorRows buffers the rows an aggregate sees: features in chunks of
+// chunkRows rows, joined by features() into one contiguous []float32 (n x d,
+// row-major), and labels as class ids or label vectors. Chunks keep the peak
+// memory near twice the input, where a doubling slice would reach three times.
 type vectorRows struct {
 	fn      string
-	X       []float32
+	X       []float32 // the chunk being filled
+	chunks  [][]float32
 	D       int
 	N       int
 	Classes []int     // class id per row, when labels are integers
@@ -53,15 +56,37 @@ func (r *vectorRows) add(features, label, opts any) error {
 	return nil
 }
 
+const chunkRows = 4096
+
+// features returns the n x d features as one contiguous slice and drops the
+// chunks.
+func (r *vectorRows) features() []float32 {
+	if len(r.chunks) == 0 {
+		return r.X
+	}
+	x := make([]float32, 0, r.N*r.D)
+	for i, c := range r.chunks {
+		x = append(x, c...)
+		r.chunks[i] = nil
+	}
+	x = append(x, r.X...)
+	r.chunks, r.X = nil, x
+	return x
+}
+
 func (r *vectorRows) addRow(features, label, opts any) error {
 	row := r.N + 1
+	if r.N > 0 && len(r.X)+r.D > cap(r.X) && len(r.X) >= chunkRows*r.D {
+		r.chunks = append(r.chunks, r.X)
+		r.X = make([]float32, 0, chunkRows*r.D)
+	}
 	if r.N == 0 {
 		b, err := optionBytes(r.fn, opts)
 		if err != nil {
 			return err
 		}
 		r.opts = b
-	} else if b, _ := optionBytes(r.fn, opts); !bytes.Equal(b, r.opts) {
+	} else if !sameOptions(r.opts, opts) {
 		return fmt.Errorf("%s: options differ at row %d: pass the same options on every row (a constant json_object)", r.fn, row)
 	}
 	before := len(r.X)
@@ -119,6 +144,16 @@ func (r *vectorRows) addRow(features, label, opts any) error {
 	r.X = x
 	r.N++
 	return nil
+}
+
+func sameOptions(first []byte, v any) bool {
+	switch o := v.(type) {
+	case string:
+		return string(first) == o
+	case []byte:
+		return o != nil && bytes.Equal(first, o)
+	}
+	return false
 }
 
 // optionBytes returns the options argument as JSON bytes.

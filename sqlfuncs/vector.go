@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // DecodeVector decodes a vector argument: a BLOB of little-endian float32 (the
@@ -30,14 +31,14 @@ func AppendVector(dst []float32, v any) ([]float32, error) {
 		}
 		n := len(b) / 4
 		start := len(dst)
-		dst = append(dst, make([]float32, n)...)
+		dst = slices.Grow(dst, n)[:start+n]
 		out := dst[start:]
 		for i := range out {
-			f := math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-			if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-				return dst[:start], fmt.Errorf("vector element %d is %v; vectors must be finite", i, f)
+			u := binary.LittleEndian.Uint32(b[4*i:])
+			if u&0x7f800000 == 0x7f800000 { // exponent all ones: NaN or Inf
+				return dst[:start], fmt.Errorf("vector element %d is %v; vectors must be finite", i, math.Float32frombits(u))
 			}
-			out[i] = f
+			out[i] = math.Float32frombits(u)
 		}
 		return dst, nil
 	case string:
