@@ -16,6 +16,8 @@
 //	gdp_epsilon(mu, delta)                    epsilon of mu-GDP at delta
 //	gdp_delta(mu, epsilon)                    delta of mu-GDP at epsilon
 //	gdp_mu(epsilon, delta)                    largest mu with (epsilon, delta)
+//	dp_select_topm(features, label, options [, rowid]) aggregate: private top-m feature selection (DFS) and per-row noisy release into a new table
+//	dp_vec_select(x, indices_json)            the coordinates indices of x, as a released selection applies to new rows (no charge)
 //
 // Every noisy function is registered as non-deterministic, so SQLite never
 // folds or reuses a noisy value, and commits its charge on a separate ledger

@@ -1,0 +1,457 @@
+package sqlfuncs
+
+import (
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/release"
+	"github.com/dpsql/dpsql/release/dfs"
+)
+
+func init() {
+	registrars = append(registrars, func(c *Conn) error {
+		return c.sc.RegisterAggregator("dp_select_topm", func() *selectTopmAgg {
+			return &selectTopmAgg{c: c, rows: vectorRows{fn: "dp_select_topm"}}
+		}, false)
+	})
+}
+
+// selectTopmOptions are dp_select_topm's options (a JSON object).
+type selectTopmOptions struct {
+	Into      string   `json:"into"`
+	M         *int     `json:"m"`
+	Score     string   `json:"score"`
+	MuSelect  *float64 `json:"mu_select"`
+	MuRelease *float64 `json:"mu_release"`
+	C         *float64 `json:"c"`
+	CRelease  *float64 `json:"c_release"`
+	Classes   *int     `json:"classes"`
+	Labels    string   `json:"labels"`
+	EpsLabels *float64 `json:"eps_labels"`
+	Seed      *uint64  `json:"seed"`
+}
+
+// selectTopmAgg is the aggregate
+//
+//	dp_select_topm(features, label, options [, rowid])
+//
+// It buffers the rows, then, in one ledger transaction, chooses m features
+// privately ([dfs.Select]) and writes every row's m chosen features, clipped
+// and noised ([dfs.ReleaseRows]), to a new table
+//
+//	into(id INTEGER PRIMARY KEY, source_rowid INTEGER, x BLOB, label INTEGER)
+//
+// Its result is a JSON summary (into, rows, d, m, indices, score, the mu
+// figures, ledger_id, seconds).
+//
+// Options: into (required, a new table), m (required, 1 <= m <= d), score
+// ("distance", the default, or "t"), mu_select (required: GDP of the selection
+// under add/remove neighbours), mu_release (required: GDP of the per-row
+// feature release under replace-one neighbours), c (required: the public L2
+// bound rows are clipped to for the selection), c_release (the public L2 bound
+// of the m released coordinates; default c), classes (required: the public
+// number of classes K, labels in 0..K-1, K >= 2; it is not taken from the data
+// because the largest label present would reveal its row), labels ("private",
+// the default: K-ary randomized response with eps_labels, which is then
+// required; or "public": labels released in clear, assumed known to the
+// adversary), seed (test builds only).
+//
+// Labels must be INTEGER class ids. source_rowid is the optional fourth
+// argument (pass rowid) or, without it, the row's ordinal (1, 2, ...) in the
+// order SQLite fed the aggregate. Row ids are released as they are: like n,
+// the set of row ids is public under replace-one neighbours, which change what
+// a row holds, not which rows exist; do not pass a column holding private data.
+//
+// # The charge
+//
+// The selection is dfs.Params.SelectMechanisms: Gaussian entries under
+// add/remove neighbours composing to mu_s <= mu_select. The release is
+// dfs.Params.ReleaseMechanisms: a Gaussian of mu_r <= mu_release and, with
+// private labels, randomized response dominated by a Gaussian of mu_l, both
+// under replace-one neighbours (a per-row release reveals n, so it has no
+// add/remove guarantee). The ledger takes one mechanism per charge, and the
+// table and the charge must commit in one transaction, so the whole call is
+// recorded as ONE Gaussian entry under replace-one neighbours of
+//
+//	mu = sqrt((2 mu_s)^2 + mu_r^2 + mu_l^2).
+//
+// It dominates the call soundly: a replacement is a removal followed by an
+// addition, so the add/remove mu_s-GDP selection is 2 mu_s-GDP for a
+// replacement (group privacy, Dong, Roth and Su 2019, Theorem 2.14); the
+// release then runs on the selection's output, and adaptive composition of
+// GDP adds the squares. The ledger charges replace-one entries as stated (see
+// accountant.ReplaceOne). The price of a single entry is the factor 2 on the
+// selection, which separate add/remove and replace-one entries would not pay
+// in the scope's mu_spent. Every component (each Gaussian of the selection
+// and the release with its neighbours, mu_s, mu_r, mu_l, the chosen indices
+// and their noisy scores, score kind, c, c_release, labels, n, d, m, classes)
+// is recorded in the ledger row, so that it can be re-accounted either way.
+//
+// Every check (options, shapes, NaN/Inf, NULLs, labels against classes, the
+// output table, the budget) is made before the charge commits and before any
+// noise is drawn; the selection and the release run inside the charge's
+// transaction, so the table exists only if the charge committed.
+type selectTopmAgg struct {
+	c        *Conn
+	rows     vectorRows
+	rowids   []int64
+	hasRowid bool
+	failed   error
+}
+
+func (a *selectTopmAgg) Step(args ...any) (err error) {
+	const fn = "dp_select_topm"
+	defer func() {
+		if err != nil && a.failed == nil {
+			a.failed = err // remembered: Done must not release after a failed row
+		}
+	}()
+	defer guard(fn, &err) // runs first, so a panic is remembered too
+	if a.failed != nil {
+		return a.failed
+	}
+	if err := arity(fn, args, 3, 4, "(features, label, options [, rowid])"); err != nil {
+		return err
+	}
+	row := a.rows.N + 1
+	switch l := args[1].(type) {
+	case int64, float64:
+	case []byte:
+		if l == nil {
+			return fmt.Errorf("%s: label of row %d is NULL", fn, row)
+		}
+		return fmt.Errorf("%s: label of row %d is a BLOB; dp_select_topm needs INTEGER class ids (0..classes-1), not label vectors", fn, row)
+	default:
+		return fmt.Errorf("%s: label of row %d must be an INTEGER class id, got %s", fn, row, typeName(args[1]))
+	}
+	if a.rows.N > 0 && (len(args) == 4) != a.hasRowid {
+		return fmt.Errorf("%s: row %d has %d arguments, earlier rows %d: pass rowid on every row or on none", fn, row, len(args), 3+boolInt(a.hasRowid))
+	}
+	var id int64
+	if len(args) == 4 {
+		v, ok := args[3].(int64)
+		if !ok {
+			return fmt.Errorf("%s: rowid of row %d must be an INTEGER, got %s", fn, row, typeName(args[3]))
+		}
+		id = v
+	}
+	if a.rows.N >= dfs.MaxRows {
+		return fmt.Errorf("%s: more than %d rows", fn, dfs.MaxRows)
+	}
+	// Grow the feature buffer geometrically (append grows large slices by
+	// only 1.25x, copying the whole table many times over).
+	if r := &a.rows; r.N > 0 && cap(r.X)-len(r.X) < r.D {
+		r.X = slices.Grow(r.X, len(r.X))
+	}
+	if err := a.rows.add(args[0], args[1], args[2]); err != nil {
+		return err
+	}
+	if a.rows.N == 1 {
+		a.hasRowid = len(args) == 4
+	}
+	if a.hasRowid {
+		a.rowids = append(a.rowids, id)
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// selectTopmPlan is everything dp_select_topm decides before reading noise.
+type selectTopmPlan struct {
+	o       selectTopmOptions
+	p       dfs.Params
+	mech    accountant.Mechanism
+	details map[string]any
+	muSel   float64 // composed selection figure, add/remove
+	muRel   float64 // feature release, replace-one
+	muLab   float64 // randomized response on labels, replace-one (0 with public labels)
+}
+
+// plan validates the options against the buffered rows and prices the call.
+func (a *selectTopmAgg) plan() (*selectTopmPlan, error) {
+	const fn = "dp_select_topm"
+	r := &a.rows
+	var o selectTopmOptions
+	if err := decodeOptions(fn, r.opts, &o); err != nil {
+		return nil, err
+	}
+	if _, err := outputTable(fn, nil, o.Into); err != nil {
+		return nil, err
+	}
+	pl := &selectTopmPlan{o: o}
+	p := dfs.Params{Score: dfs.ScoreDistance, Labels: dfs.LabelsPrivate}
+	if o.M == nil {
+		return nil, fmt.Errorf("%s: option \"m\" (the number of features to keep, 1..d = %d) is required", fn, r.D)
+	}
+	if *o.M < 1 || *o.M > r.D {
+		return nil, fmt.Errorf("%s: option \"m\" must lie in [1, d = %d] (the features have %d dimensions), got %d", fn, r.D, r.D, *o.M)
+	}
+	p.M = *o.M
+	switch o.Score {
+	case "", dfs.ScoreDistance:
+	case dfs.ScoreT:
+		p.Score = dfs.ScoreT
+	default:
+		return nil, fmt.Errorf("%s: option \"score\" must be %q or %q, got %q", fn, dfs.ScoreDistance, dfs.ScoreT, o.Score)
+	}
+	for _, f := range []struct {
+		name, what string
+		v          *float64
+		dst        *float64
+	}{
+		{"mu_select", "the GDP budget of the feature selection, add/remove neighbours", o.MuSelect, &p.MuSelect},
+		{"mu_release", "the GDP budget of the per-row feature release, replace-one neighbours", o.MuRelease, &p.MuRelease},
+		{"c", "the public L2 bound rows are clipped to", o.C, &p.C},
+	} {
+		if f.v == nil {
+			return nil, fmt.Errorf("%s: option %q (%s) is required", fn, f.name, f.what)
+		}
+		if !(*f.v > 0 && !math.IsInf(*f.v, 1)) {
+			return nil, fmt.Errorf("%s: option %q must be positive and finite, got %v", fn, f.name, *f.v)
+		}
+		*f.dst = *f.v
+	}
+	if o.CRelease != nil {
+		if !(*o.CRelease > 0 && !math.IsInf(*o.CRelease, 1)) {
+			return nil, fmt.Errorf("%s: option \"c_release\" must be positive and finite, got %v", fn, *o.CRelease)
+		}
+		p.CRelease = *o.CRelease
+	}
+	if o.Classes == nil {
+		return nil, fmt.Errorf("%s: option \"classes\" (the public number of classes K; labels lie in 0..K-1) is required: taking it from the largest label present would reveal that label's row", fn)
+	}
+	if *o.Classes < 2 {
+		return nil, fmt.Errorf("%s: option \"classes\" must be at least 2 (feature selection separates classes), got %d", fn, *o.Classes)
+	}
+	p.Classes = *o.Classes
+	if r.K > p.Classes {
+		for i, y := range r.Classes {
+			if y >= p.Classes {
+				return nil, fmt.Errorf("%s: label of row %d is %d, outside the %d classes 0..%d", fn, i+1, y, p.Classes, p.Classes-1)
+			}
+		}
+	}
+	switch o.Labels {
+	case "", dfs.LabelsPrivate:
+		if o.EpsLabels == nil {
+			return nil, fmt.Errorf("%s: labels = \"private\" (the default) releases labels by randomized response and needs option \"eps_labels\" (its epsilon); pass labels = \"public\" only if the labels are known to the adversary", fn)
+		}
+		if !(*o.EpsLabels > 0 && !math.IsInf(*o.EpsLabels, 1)) {
+			return nil, fmt.Errorf("%s: option \"eps_labels\" must be positive and finite, got %v", fn, *o.EpsLabels)
+		}
+		p.EpsLabels = *o.EpsLabels
+	case dfs.LabelsPublic:
+		p.Labels = dfs.LabelsPublic
+		if o.EpsLabels != nil {
+			return nil, fmt.Errorf("%s: option \"eps_labels\" applies to labels = \"private\"; with labels = \"public\" labels are released in clear", fn)
+		}
+	default:
+		return nil, fmt.Errorf("%s: option \"labels\" must be %q or %q, got %q", fn, dfs.LabelsPrivate, dfs.LabelsPublic, o.Labels)
+	}
+	pl.p = p
+	selM, err := p.SelectMechanisms(r.D)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	relM, err := p.ReleaseMechanisms()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	parts := []string{"select_counts", "select_sums", "select_sumsq"}
+	var components []map[string]any
+	var selMus []float64
+	for i, m := range selM {
+		selMus = append(selMus, m.GDPMu())
+		components = append(components, component(parts[i], m, 2*m.GDPMu()))
+	}
+	pl.muSel = accountant.Compose(selMus...)
+	pl.muRel = relM[0].GDPMu()
+	components = append(components, component("release_features", relM[0], pl.muRel))
+	if len(relM) > 1 {
+		pl.muLab = relM[1].GDPMu()
+		components = append(components, component("release_labels", relM[1], pl.muLab))
+	}
+	pl.mech = accountant.Mechanism{
+		Kind:       accountant.KindGaussian,
+		Mu:         accountant.Compose(2*pl.muSel, pl.muRel, pl.muLab),
+		Neighbours: accountant.ReplaceOne,
+	}
+	if err := pl.mech.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	cRel := p.C
+	if p.CRelease != 0 {
+		cRel = p.CRelease
+	}
+	pl.details = map[string]any{
+		"into": o.Into, "n": r.N, "n_public": true, "d": r.D, "m": p.M, "classes": p.Classes,
+		"score": p.Score, "c": p.C, "c_release": cRel, "labels": p.Labels,
+		"mu_select": pl.muSel, "mu_select_requested": p.MuSelect,
+		"mu_release": pl.muRel, "mu_release_requested": p.MuRelease,
+		"mu_labels": pl.muLab, "sigma_release": relM[0].Sigma,
+		"components":   components,
+		"accounting":   "one replace_one gaussian: mu = sqrt((2 mu_select)^2 + mu_release^2 + mu_labels^2); the add/remove selection is 2 mu_select-GDP for a replacement (group privacy), composed adaptively with the replace-one release",
+		"source_rowid": "ordinal",
+	}
+	if a.hasRowid {
+		pl.details["source_rowid"] = "argument"
+	}
+	if p.Labels == dfs.LabelsPrivate {
+		pl.details["eps_labels"] = p.EpsLabels
+	}
+	return pl, nil
+}
+
+// component describes one part of the call for the ledger row.
+func component(part string, m accountant.Mechanism, replaceOneMu float64) map[string]any {
+	b, _ := json.Marshal(m)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	if out["neighbours"] == nil {
+		out["neighbours"] = accountant.AddRemove
+	}
+	out["part"] = part
+	out["mu_replace_one"] = replaceOneMu
+	return out
+}
+
+func (a *selectTopmAgg) Done() (out string, err error) {
+	const fn = "dp_select_topm"
+	defer guard(fn, &err)
+	// SQLite finalizes an aggregate also while it cleans up a failing or
+	// interrupted statement: never release then.
+	if a.failed != nil {
+		return "", a.failed
+	}
+	start := time.Now()
+	r := &a.rows
+	if err := r.finish(a.c); err != nil {
+		return "", err
+	}
+	if r.N == 0 {
+		return "", fmt.Errorf("%s: no rows to select from (empty input)", fn)
+	}
+	pl, err := a.plan()
+	if err != nil {
+		return "", err
+	}
+	if exists, err := a.c.tableExists(pl.o.Into); err != nil {
+		return "", fmt.Errorf("%s: checking table %q: %w", fn, pl.o.Into, err)
+	} else if exists {
+		return "", fmt.Errorf("%s: table %q already exists; releases never overwrite, choose another \"into\"", fn, pl.o.Into)
+	}
+	noise, err := seededNoise(fn, pl.o.Seed)
+	if err != nil {
+		return "", err
+	}
+	if noise == nil {
+		noise = a.c.noise
+	}
+	data := dfs.Data{X: r.X, D: r.D, Labels: r.Classes, N: r.N}
+	var sel dfs.Selection
+	rec, err := a.c.Charge(fn, pl.mech, pl.details, func(tx *sql.Tx) (map[string]any, error) {
+		var err error
+		sel, err = writeSelectTopm(fn, tx, a.c, noise, data, a.rowids, pl)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"indices": sel.Indices, "scores": sel.Scores}, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	epsAt, err := accountant.Epsilon(pl.mech.Mu, rec.Delta)
+	if err != nil {
+		epsAt = -1
+	}
+	summary := map[string]any{
+		"into": pl.o.Into, "rows": r.N, "n": r.N, "d": r.D, "m": pl.p.M, "classes": pl.p.Classes,
+		"indices": sel.Indices, "scores": sel.Scores, "score": pl.p.Score, "labels": pl.p.Labels,
+		"mu_select": pl.muSel, "mu_release": pl.muRel, "mu_labels": pl.muLab, "mu": pl.mech.Mu,
+		"neighbours": accountant.ReplaceOne, "epsilon": epsAt, "delta": rec.Delta,
+		"ledger_id": rec.ID, "scope": rec.Scope, "scope_mu_spent": rec.MuSpent,
+		"scope_epsilon_spent": rec.Epsilon, "seconds": time.Since(start).Seconds(),
+	}
+	b, _ := json.Marshal(summary)
+	return string(b), nil
+}
+
+// tableExists looks the release table up on the query connection, so that an
+// existing table is refused before the ledger is locked; writeSelectTopm
+// checks again inside the charge's transaction.
+func (c *Conn) tableExists(name string) (bool, error) {
+	rows, err := c.sc.Query(`SELECT count(*) FROM sqlite_master WHERE lower(name) = ?`, []driver.Value{strings.ToLower(name)})
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	v := make([]driver.Value, 1)
+	if err := rows.Next(v); err != nil {
+		if err == io.EOF {
+			return false, nil
+		}
+		return false, err
+	}
+	n, _ := v[0].(int64)
+	return n > 0, nil
+}
+
+// writeSelectTopm selects the features, creates the release table and writes
+// every row's noisy selected features into it, all with tx.
+func writeSelectTopm(fn string, tx *sql.Tx, c *Conn, noise *release.Noise, data dfs.Data, rowids []int64, pl *selectTopmPlan) (dfs.Selection, error) {
+	into := pl.o.Into
+	q, err := outputTable(fn, tx, into)
+	if err != nil {
+		return dfs.Selection{}, err
+	}
+	sel, err := dfs.Select(noise, data, pl.p)
+	if err != nil {
+		return sel, fmt.Errorf("%s: %w", fn, err)
+	}
+	if _, err := tx.Exec(`CREATE TABLE ` + q + ` (id INTEGER PRIMARY KEY, source_rowid INTEGER NOT NULL, x BLOB NOT NULL, label INTEGER NOT NULL)`); err != nil {
+		return sel, fmt.Errorf("%s: creating %s: %w", fn, into, err)
+	}
+	ins, err := tx.Prepare(`INSERT INTO ` + q + ` (id, source_rowid, x, label) VALUES (?, ?, ?, ?)`)
+	if err != nil {
+		return sel, err
+	}
+	defer ins.Close()
+	var xb []byte
+	n := data.N
+	err = dfs.ReleaseRows(noise, data, sel, pl.p, func(i int, x []float32, label int) error {
+		src := int64(i + 1)
+		if rowids != nil {
+			src = rowids[i]
+		}
+		xb = AppendEncoded(xb[:0], x)
+		if _, err := ins.Exec(i+1, src, xb, label); err != nil {
+			return fmt.Errorf("%s: writing row %d of %s: %w", fn, i+1, into, err)
+		}
+		if i%4096 == 4095 {
+			if interrupted(c.handle) {
+				return fmt.Errorf("the statement was interrupted at row %d; the release was rolled back and nothing was charged", i+1)
+			}
+			report(fn, i+1, n)
+		}
+		return nil
+	})
+	report(fn, n, n)
+	if err != nil {
+		return sel, fmt.Errorf("%s: %w", fn, err)
+	}
+	return sel, nil
+}

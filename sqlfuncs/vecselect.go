@@ -1,0 +1,124 @@
+package sqlfuncs
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/dpsql/dpsql/release/dfs"
+)
+
+func init() {
+	registrars = append(registrars, func(c *Conn) error {
+		var vs vecSelect
+		return c.sc.RegisterFunc("dp_vec_select", wrap("dp_vec_select", vs.call), true)
+	})
+}
+
+// vecSelect implements dp_vec_select(x, indices): the coordinates indices of
+// the float32 vector x, in that order, as a float32 BLOB. indices is a JSON
+// array of 0-based feature indices, or a JSON object with an "indices" array
+// (dp_select_topm's summary, or the params of its dp_ledger row). It reads no
+// protected data beyond its arguments and charges nothing: once a selection
+// is released, applying it to new rows is post-processing. It keeps the last
+// parsed indices, since a query passes the same ones on every row.
+type vecSelect struct {
+	mu   sync.Mutex
+	last []byte
+	idx  []int
+}
+
+func (v *vecSelect) call(args ...any) (any, error) {
+	const fn = "dp_vec_select"
+	if err := arity(fn, args, 2, 2, "(x, indices_json)"); err != nil {
+		return nil, err
+	}
+	if b, ok := args[0].([]byte); args[0] == nil || (ok && b == nil) {
+		return nil, argError(fn, "x", "is NULL")
+	}
+	x, err := DecodeVector(args[0])
+	if err != nil {
+		return nil, fmt.Errorf("%s: x: %w", fn, err)
+	}
+	var raw []byte
+	switch t := args[1].(type) {
+	case string:
+		raw = []byte(t)
+	case []byte:
+		raw = t
+	}
+	if raw == nil {
+		return nil, argError(fn, "indices", "must be a JSON array of feature indices (TEXT), got %s", typeName(args[1]))
+	}
+	idx, err := v.indices(fn, raw)
+	if err != nil {
+		return nil, err
+	}
+	for i, j := range idx {
+		if j >= len(x) {
+			return nil, fmt.Errorf("%s: index %d (entry %d of indices) is outside the %d dimensions of x (0..%d)", fn, j, i, len(x), len(x)-1)
+		}
+	}
+	out, err := dfs.Apply(x, idx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	return EncodeVector(out), nil
+}
+
+// indices parses (or recalls) a JSON array of non-negative integers, or an
+// object holding one under "indices".
+func (v *vecSelect) indices(fn string, raw []byte) ([]int, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.idx != nil && bytes.Equal(raw, v.last) {
+		return v.idx, nil
+	}
+	var any0 any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&any0); err != nil {
+		return nil, fmt.Errorf("%s: indices are not JSON: %v", fn, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s: indices: unexpected text after the JSON value", fn)
+	}
+	if obj, ok := any0.(map[string]any); ok {
+		inner, ok := obj["indices"]
+		if !ok {
+			return nil, fmt.Errorf("%s: indices: a JSON object must hold an \"indices\" array (dp_select_topm's summary or ledger params)", fn)
+		}
+		any0 = inner
+	}
+	arr, ok := any0.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: indices must be a JSON array of feature indices, e.g. [3, 17, 42]", fn)
+	}
+	if len(arr) == 0 {
+		return nil, fmt.Errorf("%s: indices are empty: select at least one feature", fn)
+	}
+	idx := make([]int, len(arr))
+	for i, e := range arr {
+		num, ok := e.(json.Number)
+		if !ok {
+			return nil, fmt.Errorf("%s: entry %d of indices is %v, not an integer", fn, i, e)
+		}
+		j, err := num.Int64()
+		if err != nil {
+			f, ferr := num.Float64()
+			if ferr != nil || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
+				return nil, fmt.Errorf("%s: entry %d of indices is %s, not an integer", fn, i, num)
+			}
+			j = int64(f)
+		}
+		if j < 0 || j > math.MaxInt32 {
+			return nil, fmt.Errorf("%s: entry %d of indices is %d; indices count features from 0", fn, i, j)
+		}
+		idx[i] = int(j)
+	}
+	v.last = append(v.last[:0], raw...)
+	v.idx = idx
+	return idx, nil
+}
