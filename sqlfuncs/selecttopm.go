@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -145,11 +144,6 @@ func (a *selectTopmAgg) Step(args ...any) (err error) {
 	}
 	if a.rows.N >= dfs.MaxRows {
 		return fmt.Errorf("%s: more than %d rows", fn, dfs.MaxRows)
-	}
-	// Grow the feature buffer geometrically (append grows large slices by
-	// only 1.25x, copying the whole table many times over).
-	if r := &a.rows; r.N > 0 && cap(r.X)-len(r.X) < r.D {
-		r.X = slices.Grow(r.X, len(r.X))
 	}
 	if err := a.rows.add(args[0], args[1], args[2]); err != nil {
 		return err
@@ -361,7 +355,7 @@ func (a *selectTopmAgg) Done() (out string, err error) {
 	if noise == nil {
 		noise = a.c.noise
 	}
-	data := dfs.Data{X: r.X, D: r.D, Labels: r.Classes, N: r.N}
+	data := dfs.Data{X: r.features(), D: r.D, Labels: r.Classes, N: r.N}
 	var sel dfs.Selection
 	rec, err := a.c.Charge(fn, pl.mech, pl.details, func(tx *sql.Tx) (map[string]any, error) {
 		var err error
@@ -425,11 +419,7 @@ func writeSelectTopm(fn string, tx *sql.Tx, c *Conn, noise *release.Noise, data 
 	if _, err := tx.Exec(`CREATE TABLE ` + q + ` (id INTEGER PRIMARY KEY, source_rowid INTEGER NOT NULL, x BLOB NOT NULL, label INTEGER NOT NULL)`); err != nil {
 		return sel, fmt.Errorf("%s: creating %s: %w", fn, into, err)
 	}
-	ins, err := tx.Prepare(`INSERT INTO ` + q + ` (id, source_rowid, x, label) VALUES (?, ?, ?, ?)`)
-	if err != nil {
-		return sel, err
-	}
-	defer ins.Close()
+	ins := newBatchInsert(tx, q, "id", "source_rowid", "x", "label")
 	var xb []byte
 	n := data.N
 	err = dfs.ReleaseRows(noise, data, sel, pl.p, func(i int, x []float32, label int) error {
@@ -438,7 +428,7 @@ func writeSelectTopm(fn string, tx *sql.Tx, c *Conn, noise *release.Noise, data 
 			src = rowids[i]
 		}
 		xb = AppendEncoded(xb[:0], x)
-		if _, err := ins.Exec(i+1, src, xb, label); err != nil {
+		if err := ins.add(int64(i+1), src, xb, int64(label)); err != nil {
 			return fmt.Errorf("%s: writing row %d of %s: %w", fn, i+1, into, err)
 		}
 		if i%4096 == 4095 {
@@ -449,6 +439,9 @@ func writeSelectTopm(fn string, tx *sql.Tx, c *Conn, noise *release.Noise, data 
 		}
 		return nil
 	})
+	if ferr := ins.flush(); err == nil && ferr != nil {
+		err = fmt.Errorf("writing %s: %w", into, ferr)
+	}
 	report(fn, n, n)
 	if err != nil {
 		return sel, fmt.Errorf("%s: %w", fn, err)
