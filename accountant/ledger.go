@@ -161,6 +161,7 @@ func now() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"
 type Ledger struct {
 	path string
 	db   *sql.DB
+	refs int // connections holding the ledger (RetainLedger)
 }
 
 var (
@@ -195,6 +196,37 @@ func OpenLedger(path string) (*Ledger, error) {
 	l := &Ledger{path: path, db: db}
 	ledgers[path] = l
 	return l, nil
+}
+
+// RetainLedger notes that a connection to the file at path may charge; pair it
+// with ReleaseLedger when the connection closes.
+func RetainLedger(path string) error {
+	l, err := OpenLedger(path)
+	if err != nil {
+		return err
+	}
+	ledgersMu.Lock()
+	l.refs++
+	ledgersMu.Unlock()
+	return nil
+}
+
+// ReleaseLedger undoes RetainLedger. When the last connection to a file lets
+// go, the ledger connection closes too, so that the application's last
+// connection can checkpoint the WAL and remove it, as SQLite does when a
+// database is closed.
+func ReleaseLedger(path string) error {
+	ledgersMu.Lock()
+	defer ledgersMu.Unlock()
+	l, ok := ledgers[path]
+	if !ok {
+		return nil
+	}
+	if l.refs--; l.refs > 0 {
+		return nil
+	}
+	delete(ledgers, path)
+	return l.db.Close()
 }
 
 // Charge describes one spend.

@@ -50,8 +50,11 @@ func (Driver) Open(dsn string) (driver.Conn, error) {
 type conn struct{ *sqlite3.SQLiteConn }
 
 func (c *conn) Close() error {
-	sqlfuncs.Forget(c.SQLiteConn)
-	return c.SQLiteConn.Close()
+	ferr := sqlfuncs.Forget(c.SQLiteConn)
+	if err := c.SQLiteConn.Close(); err != nil {
+		return err
+	}
+	return ferr
 }
 
 // splitScope removes the dp_scope parameter from a DSN.

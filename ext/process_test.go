@@ -185,3 +185,26 @@ func TestConcurrentProcessesNeverOverspend(t *testing.T) {
 	}
 	t.Logf("charges per process: %v", counts)
 }
+
+// Closing the last connection closes the ledger connection too, so SQLite
+// checkpoints the WAL and removes it, as with a plain database.
+func TestCloseRemovesWAL(t *testing.T) {
+	path := initDB(t, 1)
+	db, err := ext.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v float64
+	if err := db.QueryRow(`SELECT dp_gaussian(1, 1, 0.1)`).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + "-wal"); err != nil {
+		t.Fatalf("no WAL while open: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + "-wal"); !os.IsNotExist(err) {
+		t.Errorf("the WAL outlived the last connection (%v)", err)
+	}
+}

@@ -78,12 +78,27 @@ func Register(sc *sqlite3.SQLiteConn, scope string) (*Conn, error) {
 			return nil, err
 		}
 	}
+	if c.path != "" {
+		if err := accountant.RetainLedger(c.path); err != nil {
+			return nil, err
+		}
+	}
 	conns.Store(sc, c)
 	return c, nil
 }
 
-// Forget drops the state of a closed connection.
-func Forget(sc *sqlite3.SQLiteConn) { conns.Delete(sc) }
+// Forget drops the state of a connection that is about to close, and closes
+// the file's ledger connection when no other connection uses it.
+func Forget(sc *sqlite3.SQLiteConn) error {
+	v, ok := conns.LoadAndDelete(sc)
+	if !ok {
+		return nil
+	}
+	if c := v.(*Conn); c.path != "" {
+		return accountant.ReleaseLedger(c.path)
+	}
+	return nil
+}
 
 func wrap(name string, f func(args ...any) (any, error)) func(args ...any) (any, error) {
 	return func(args ...any) (v any, err error) {
