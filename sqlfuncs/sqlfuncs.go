@@ -16,6 +16,10 @@
 //	gdp_epsilon(mu, delta)                    epsilon of mu-GDP at delta
 //	gdp_delta(mu, epsilon)                    delta of mu-GDP at epsilon
 //	gdp_mu(epsilon, delta)                    largest mu with (epsilon, delta)
+//	dp_avgmix(features, label, options)       aggregate: NeuroMixGDP release of T noisy mixup averages into a new table
+//	dp_cost(mechanism_json, delta)            rigorous epsilon of a planned release (no charge)
+//	dp_cost_report(mechanism_json, delta)     the same beside the GDP (central-limit) figure, as JSON
+//	dp_epsilon([scope,] delta)                rigorous epsilon of everything a scope has spent
 //	dp_select_topm(features, label, options [, rowid]) aggregate: private top-m feature selection (DFS) and per-row noisy release into a new table
 //	dp_vec_select(x, indices_json)            the coordinates indices of x, as a released selection applies to new rows (no charge)
 //

@@ -286,3 +286,24 @@ func TestNoiseIsNotFolded(t *testing.T) {
 		t.Errorf("%d charges for two calls", n)
 	}
 }
+
+// TestFunctionList pins the exact set of functions dpsql adds to a connection.
+func TestFunctionList(t *testing.T) {
+	db := openDB(t, "")
+	rows, err := db.Query(`SELECT DISTINCT name FROM pragma_function_list WHERE name LIKE 'dp\_%' ESCAPE '\' OR name LIKE 'gdp\_%' ESCAPE '\' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		got = append(got, n)
+	}
+	want := []string{"dp_avgmix", "dp_budget_remaining", "dp_cost", "dp_cost_report", "dp_epsilon", "dp_gaussian",
+		"dp_init", "dp_init_epsilon", "dp_scope", "dp_select_topm", "dp_use_scope", "dp_vec_select", "dp_version",
+		"gdp_delta", "gdp_epsilon", "gdp_mu", "gdp_spend"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("functions:\n got  %v\n want %v", got, want)
+	}
+}
