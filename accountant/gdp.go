@@ -3,32 +3,14 @@ package accountant
 import (
 	"fmt"
 	"math"
+
+	"github.com/dpsql/dpsql/accountant/pld"
 )
 
 // LogPhi returns log Phi(x), the log of the standard normal CDF, with full
-// relative precision far into the lower tail (where math.Erfc underflows).
-func LogPhi(x float64) float64 {
-	switch {
-	case math.IsNaN(x):
-		return math.NaN()
-	case x > -30:
-		if x > 5 {
-			return math.Log1p(-0.5 * math.Erfc(x/math.Sqrt2))
-		}
-		return math.Log(0.5 * math.Erfc(-x/math.Sqrt2))
-	case math.IsInf(x, -1):
-		return math.Inf(-1)
-	}
-	// Phi(x) = phi(x) * M(t), t = -x, with Mills' ratio M(t) given by the
-	// continued fraction 1/(t+1/(t+2/(t+3/(t+...)))), evaluated bottom-up;
-	// for t >= 30, 60 terms are far beyond double precision.
-	t := -x
-	f := t
-	for k := 60; k >= 1; k-- {
-		f = t + float64(k)/f
-	}
-	return -0.5*x*x - 0.5*math.Log(2*math.Pi) - math.Log(f)
-}
+// relative precision far into the lower tail (where math.Erfc underflows); see
+// [pld.LogPhi].
+func LogPhi(x float64) float64 { return pld.LogPhi(x) }
 
 // Phi returns the standard normal CDF.
 func Phi(x float64) float64 {

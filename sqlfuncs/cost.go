@@ -64,24 +64,33 @@ func parseMechanisms(fn string, v any) ([]accountant.Mechanism, error) {
 	return ms, nil
 }
 
-// dpCost implements dp_cost(mechanism_json, delta): the rigorous epsilon of a
-// planned release, charging nothing.
-func dpCost(args ...any) (any, error) {
-	const fn = "dp_cost"
+// cost parses (mechanism_json, delta) and returns the mechanisms, delta and
+// their rigorous epsilon.
+func cost(fn string, args []any) ([]accountant.Mechanism, float64, float64, error) {
 	if err := arity(fn, args, 2, 2, "(mechanism_json, delta)"); err != nil {
-		return nil, err
+		return nil, 0, 0, err
 	}
 	ms, err := parseMechanisms(fn, args[0])
 	if err != nil {
-		return nil, err
+		return nil, 0, 0, err
 	}
 	d, err := probability(fn, "delta", args[1])
 	if err != nil {
-		return nil, err
+		return nil, 0, 0, err
 	}
 	eps, err := accountant.RigorousEpsilon(ms, d)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, 0, 0, fmt.Errorf("%s: %w", fn, err)
+	}
+	return ms, d, eps, nil
+}
+
+// dpCost implements dp_cost(mechanism_json, delta): the rigorous epsilon of a
+// planned release, charging nothing.
+func dpCost(args ...any) (any, error) {
+	_, _, eps, err := cost("dp_cost", args)
+	if err != nil {
+		return nil, err
 	}
 	return eps, nil
 }
@@ -90,21 +99,9 @@ func dpCost(args ...any) (any, error) {
 // with the rigorous epsilon, the GDP (central-limit for subsampled entries) mu
 // and its epsilon, for comparison.
 func dpCostReport(args ...any) (any, error) {
-	const fn = "dp_cost_report"
-	if err := arity(fn, args, 2, 2, "(mechanism_json, delta)"); err != nil {
-		return nil, err
-	}
-	ms, err := parseMechanisms(fn, args[0])
+	ms, d, eps, err := cost("dp_cost_report", args)
 	if err != nil {
 		return nil, err
-	}
-	d, err := probability(fn, "delta", args[1])
-	if err != nil {
-		return nil, err
-	}
-	eps, err := accountant.RigorousEpsilon(ms, d)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
 	var sq float64
 	exact := true

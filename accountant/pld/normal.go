@@ -2,11 +2,12 @@ package pld
 
 import "math"
 
-// logPhi returns log Phi(x), the log of the standard normal CDF, with full
+// LogPhi returns log Phi(x), the log of the standard normal CDF, with full
 // relative precision far into the lower tail, where math.Erfc underflows
-// (past about -38 standard deviations). Same method as accountant.LogPhi
-// (this package cannot import accountant): Mills' ratio by its continued
-// fraction below -30.
+// (past about -38 standard deviations): below -30, Phi(x) = phi(x) M(-x) with
+// Mills' ratio M(t) = 1/(t+1/(t+2/(t+3/(t+...)))), 60 terms evaluated bottom-up.
+func LogPhi(x float64) float64 { return logPhi(x) }
+
 func logPhi(x float64) float64 {
 	switch {
 	case math.IsNaN(x):
