@@ -252,13 +252,12 @@ type Receipt struct {
 
 // BudgetError explains a refused charge.
 type BudgetError struct {
-	Scope                 string
-	Spent, Need, Budget   float64 // in mu, or epsilon when Unit == "epsilon"
-	Unit                  string
-	Delta                 float64
-	AfterWouldBe          float64
-	Mechanism             string
-	RigorousAccountantMsg string
+	Scope               string
+	Spent, Need, Budget float64 // in mu, or epsilon when Unit == "epsilon"
+	Unit                string
+	Delta               float64
+	AfterWouldBe        float64
+	Mechanism           string
 }
 
 func (e *BudgetError) Error() string {
