@@ -138,7 +138,17 @@ answer is first charged to a privacy budget, in a ledger inside the same file.
 	}
 	say("refused: %s\n", err)
 
-	say("\n8. The audit trail: every charge, its mechanism and the SQL that made it,\n   hash-chained so that editing or deleting a row shows.\n")
+	say(`
+8. Plan before spending: dp_cost prices a release without charging anything.
+   Noise sigma = 4 on a count (sensitivity 1) is mu = 0.25; the cost of 120
+   rounds of subsampled noise (rate 1%%, noise multiplier 0.7) is computed by the
+   rigorous accountant, as every dpsql budget check does for such releases.
+`)
+	if err := sqlStep(`SELECT gdp_epsilon(0.25, 1e-5) AS eps_sigma_4, dp_cost(json_object('mechanism', 'subsampled_gaussian', 'q', 0.01, 'sigma', 0.7, 'steps', 120), 1e-5) AS eps_subsampled;`); err != nil {
+		return err
+	}
+
+	say("\n9. The audit trail: every charge, its mechanism and the SQL that made it,\n   hash-chained so that editing or deleting a row shows.\n")
 	if err := run("audit", path, "--format", "table"); err != nil {
 		return err
 	}

@@ -37,7 +37,8 @@ func TestDemo(t *testing.T) {
 		"nothing was released",
 		"$ dpsql audit " + path,
 		"$ dpsql audit verify " + path,
-		"ledger OK: 4 rows, chain intact",
+		"8. Plan before spending", "2.4612", // dp_cost of the subsampled plan (published 2.4612)
+		"ledger OK: 4 rows, chain intact", // planning charged nothing
 		"Next: dpsql shell " + path,
 	} {
 		if !strings.Contains(out, want) {
