@@ -195,7 +195,7 @@ func (a *avgmixAgg) Done() (out string, err error) {
 	if plan.Sampling == avgmix.Hierarchical {
 		details["p"], details["class_steps"] = plan.P, plan.ClassSteps
 	}
-	data := avgmix.Data{X: r.features(), D: r.D, Y: y, K: k, N: r.N}
+	data := avgmix.Data{XChunks: r.featureChunks(), ChunkRows: chunkRows, D: r.D, Y: y, K: k, N: r.N}
 	rec, err := a.c.Charge(fn, plan.Mechanism, details, func(tx *sql.Tx) (map[string]any, error) {
 		return nil, writeAvgmix(fn, tx, o.Into, noise, data, plan)
 	})

@@ -14,9 +14,9 @@ import (
 )
 
 // vectorRows buffers the rows an aggregate sees: features in chunks of
-// chunkRows rows, joined by features() into one contiguous []float32 (n x d,
-// row-major), and labels as class ids or label vectors. Chunks keep the peak
-// memory near twice the input, where a doubling slice would reach three times.
+// chunkRows rows (handed to dp_avgmix as they are, or joined by features()
+// into one contiguous []float32, n x d, row-major), and labels as class ids or
+// label vectors. Chunks avoid re-copying the table as it grows.
 type vectorRows struct {
 	fn      string
 	X       []float32 // the chunk being filled
@@ -56,7 +56,19 @@ func (r *vectorRows) add(features, label, opts any) error {
 	return nil
 }
 
+// chunkRows is the number of rows per chunk; a power of two, as
+// avgmix.Data.ChunkRows requires.
 const chunkRows = 4096
+
+// featureChunks returns the features as chunks of exactly chunkRows rows (the
+// last may hold fewer), without copying.
+func (r *vectorRows) featureChunks() [][]float32 {
+	cs := r.chunks
+	if len(r.X) > 0 {
+		cs = append(cs[:len(cs):len(cs)], r.X)
+	}
+	return cs
+}
 
 // features returns the n x d features as one contiguous slice and drops the
 // chunks.
@@ -76,8 +88,8 @@ func (r *vectorRows) features() []float32 {
 
 func (r *vectorRows) addRow(features, label, opts any) error {
 	row := r.N + 1
-	if r.N > 0 && len(r.X)+r.D > cap(r.X) && len(r.X) >= chunkRows*r.D {
-		r.chunks = append(r.chunks, r.X)
+	if r.N > 0 && len(r.X) == chunkRows*r.D {
+		r.chunks = append(r.chunks, r.X[:len(r.X):len(r.X)])
 		r.X = make([]float32, 0, chunkRows*r.D)
 	}
 	if r.N == 0 {

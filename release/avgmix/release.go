@@ -9,15 +9,67 @@ import (
 	"github.com/dpsql/dpsql/release"
 )
 
-// Data is the table to release from: N rows, row-major and contiguous.
-// X holds N*D features, Y holds N*K labels (one-hot or soft). Release
-// overwrites both with their clipped, quantised values.
+// Data is the table to release from: N rows, row-major. X holds N*D
+// features, Y holds N*K labels (one-hot or soft). Release overwrites both
+// with their clipped, quantised values.
+//
+// Instead of X, the features may come as XChunks: consecutive chunks of whole
+// rows, every chunk but the last holding exactly ChunkRows rows (a power of
+// two). A caller that buffers rows as they arrive (dpsql's SQL aggregate) then
+// needs no second, contiguous copy of the table.
 type Data struct {
-	X []float32
-	D int
-	Y []float32
-	K int
-	N int
+	X         []float32
+	XChunks   [][]float32
+	ChunkRows int
+	D         int
+	Y         []float32
+	K         int
+	N         int
+}
+
+// rows indexes the features of Data, contiguous or chunked.
+type rows struct {
+	chunks [][]float32
+	shift  uint
+	mask   int
+	d      int
+}
+
+func newRows(data Data) (rows, error) {
+	if data.XChunks == nil {
+		if len(data.X) != data.N*data.D {
+			return rows{}, fmt.Errorf("avgmix: data has %d rows but %d feature values (want %d)", data.N, len(data.X), data.N*data.D)
+		}
+		return rows{chunks: [][]float32{data.X}, shift: 62, mask: 1<<62 - 1, d: data.D}, nil
+	}
+	if data.X != nil {
+		return rows{}, errors.New("avgmix: give the features as X or as XChunks, not both")
+	}
+	c := data.ChunkRows
+	if c < 1 || c&(c-1) != 0 {
+		return rows{}, fmt.Errorf("avgmix: ChunkRows must be a power of two, got %d", c)
+	}
+	n := 0
+	for i, ch := range data.XChunks {
+		r := len(ch) / max(data.D, 1)
+		if len(ch) != r*data.D || (i < len(data.XChunks)-1 && r != c) || r > c {
+			return rows{}, fmt.Errorf("avgmix: feature chunk %d has %d values; chunks hold whole rows, %d rows each but the last", i, len(ch), c)
+		}
+		n += r
+	}
+	if n != data.N {
+		return rows{}, fmt.Errorf("avgmix: data has %d rows but its feature chunks hold %d", data.N, n)
+	}
+	shift := uint(0)
+	for 1<<shift < c {
+		shift++
+	}
+	return rows{chunks: data.XChunks, shift: shift, mask: c - 1, d: data.D}, nil
+}
+
+// at returns a pointer to the first feature of row i.
+func (r *rows) at(i int) *float32 {
+	return &r.chunks[i>>r.shift][(i&r.mask)*r.d]
 }
 
 // workers is the number of goroutines that compute outputs. Two saturate the
@@ -64,11 +116,14 @@ func Release(noise *release.Noise, data Data, plan *Plan, emit func(i int, x, y 
 	if data.N < 0 || data.N > MaxRows {
 		return fmt.Errorf("avgmix: data must have between 0 and %d rows, has %d", MaxRows, data.N)
 	}
-	if len(data.X) != data.N*data.D || len(data.Y) != data.N*data.K {
-		return fmt.Errorf("avgmix: data has %d rows but %d feature and %d label values (want %d and %d)",
-			data.N, len(data.X), len(data.Y), data.N*data.D, data.N*data.K)
+	if len(data.Y) != data.N*data.K {
+		return fmt.Errorf("avgmix: data has %d rows but %d label values (want %d)", data.N, len(data.Y), data.N*data.K)
 	}
-	if err := clipData(data, plan); err != nil {
+	xr, err := newRows(data)
+	if err != nil {
+		return err
+	}
+	if err := clipData(data, xr, plan); err != nil {
 		return err
 	}
 
@@ -93,7 +148,7 @@ func Release(noise *release.Noise, data Data, plan *Plan, emit func(i int, x, y 
 			free[w] <- make([]float32, B*width)
 		}
 		wk := &worker{
-			pl: plan, data: data, noise: noise.Split(), zero: zero,
+			pl: plan, data: data, x: xr, noise: noise.Split(), zero: zero,
 			classStart: classStart, classRows: classRows,
 			sumX: make([]float64, B*data.D), sumY: make([]float64, B*data.K),
 		}
@@ -119,7 +174,6 @@ func Release(noise *release.Noise, data Data, plan *Plan, emit func(i int, x, y 
 		}(w)
 	}
 
-	var err error
 emit:
 	for b := range nb {
 		buf := <-filled[b%workers]
@@ -137,8 +191,8 @@ emit:
 	return err
 }
 
-// clipData clips and quantises X and Y in place, on two goroutines.
-func clipData(data Data, plan *Plan) error {
+// clipData clips and quantises the features and Y in place, on two goroutines.
+func clipData(data Data, xr rows, plan *Plan) error {
 	var wg sync.WaitGroup
 	errs := make([]error, workers)
 	per := (data.N + workers - 1) / workers
@@ -147,9 +201,18 @@ func clipData(data Data, plan *Plan) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := clipRows(data.X[lo*data.D:hi*data.D], data.D, plan.Cx); err != nil {
-				errs[w] = fmt.Errorf("avgmix: features: %w", err)
-				return
+			for i := lo; i < hi; {
+				// The rows of [i, hi) that share i's chunk.
+				end := min(hi, (i>>xr.shift+1)<<xr.shift)
+				if xr.shift == 62 {
+					end = hi
+				}
+				c, off := xr.chunks[i>>xr.shift], (i&xr.mask)*data.D
+				if err := clipRows(c[off:off+(end-i)*data.D], data.D, plan.Cx); err != nil {
+					errs[w] = fmt.Errorf("avgmix: features: %w", err)
+					return
+				}
+				i = end
 			}
 			if err := clipRows(data.Y[lo*data.K:hi*data.K], data.K, plan.Cy); err != nil {
 				errs[w] = fmt.Errorf("avgmix: labels: %w", err)
@@ -198,6 +261,7 @@ func groupByClass(data Data) (start []int, rows []int32) {
 type worker struct {
 	pl         *Plan
 	data       Data
+	x          rows
 	noise      *release.Noise
 	r          *mrand.Rand
 	sk         skipper
@@ -235,7 +299,7 @@ func (w *worker) rowPtrs(p int) (x, y *float32) {
 		return &w.zero[0], &w.zero[0]
 	}
 	i := int(w.idx[p])
-	return &w.data.X[i*w.data.D], &w.data.Y[i*w.data.K]
+	return w.x.at(i), &w.data.Y[i*w.data.K]
 }
 
 // batch computes outputs t0..t1-1 into out, one row of D+K floats each. The
@@ -250,7 +314,7 @@ func (w *worker) batch(t0, t1 int, out []float32) {
 		w.off = append(w.off, len(w.idx))
 	}
 	D, K := w.data.D, w.data.K
-	X, Y := w.data.X, w.data.Y
+	Y := w.data.Y
 	nOut := t1 - t0
 	sx, sy := w.sumX[:nOut*D], w.sumY[:nOut*K]
 	clear(sx)
@@ -263,7 +327,7 @@ func (w *worker) batch(t0, t1 int, out []float32) {
 		for p := lo; p < hi; p += 8 {
 			for k := range 8 {
 				if p+k < hi {
-					g[k] = &X[int(w.idx[p+k])*D]
+					g[k] = w.x.at(int(w.idx[p+k]))
 				} else {
 					g[k] = &w.zero[0]
 				}

@@ -346,7 +346,11 @@ func TestHierarchicalRelease(t *testing.T) {
 	}
 	// Subsets contain only rows of the chosen classes, each once.
 	clipped := cloneData(data)
-	if err := clipData(clipped, plan); err != nil {
+	xr, err := newRows(clipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clipData(clipped, xr, plan); err != nil {
 		t.Fatal(err)
 	}
 	start, rows := groupByClass(clipped)
@@ -480,7 +484,7 @@ func TestReleaseErrors(t *testing.T) {
 		{"nil plan", release.NewSeededNoise(1), good(), nil, emit, "nil plan"},
 		{"NaN feature", release.NewSeededNoise(1), nanData, plan, emit, "NaN"},
 		{"Inf label", release.NewSeededNoise(1), infLabel, plan, emit, "labels"},
-		{"short X", release.NewSeededNoise(1), short, plan, emit, "label values"},
+		{"short X", release.NewSeededNoise(1), short, plan, emit, "19 feature values (want 20)"},
 		{"dimension mismatch", release.NewSeededNoise(1), wrongDim, plan, emit, "coordinates"},
 		{"tampered plan", release.NewSeededNoise(1), good(), &tampered, emit, "below the charged"},
 		{"zero plan", release.NewSeededNoise(1), good(), &Plan{}, emit, "plan"},
