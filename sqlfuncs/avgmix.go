@@ -45,7 +45,8 @@ type avgmixAgg struct {
 }
 
 func (a *avgmixAgg) Step(features, label, opts any) (err error) {
-	defer guard("dp_avgmix", &err)
+	defer func() { a.rows.fail(err) }()
+	defer guard("dp_avgmix", &err) // runs first, so a panic is remembered too
 	return a.rows.add(features, label, opts)
 }
 

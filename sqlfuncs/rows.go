@@ -30,6 +30,14 @@ type vectorRows struct {
 	failed  error // the first row error: the statement is failing
 }
 
+// fail remembers the first error of a Step, a recovered panic included, so
+// that finish refuses to release.
+func (r *vectorRows) fail(err error) {
+	if err != nil && r.failed == nil {
+		r.failed = err
+	}
+}
+
 // finish reports whether the buffered rows may be released. SQLite calls an
 // aggregate's final function also while it cleans up a failing or
 // interrupted statement; a release must not happen then.
@@ -49,11 +57,9 @@ func (r *vectorRows) add(features, label, opts any) error {
 	if r.failed != nil {
 		return r.failed
 	}
-	if err := r.addRow(features, label, opts); err != nil {
-		r.failed = err
-		return err
-	}
-	return nil
+	err := r.addRow(features, label, opts)
+	r.fail(err)
+	return err
 }
 
 // chunkRows is the number of rows per chunk; a power of two, as

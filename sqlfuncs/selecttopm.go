@@ -2,12 +2,9 @@ package sqlfuncs
 
 import (
 	"database/sql"
-	"database/sql/driver"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/dpsql/dpsql/accountant"
@@ -103,19 +100,14 @@ type selectTopmAgg struct {
 	rows     vectorRows
 	rowids   []int64
 	hasRowid bool
-	failed   error
 }
 
 func (a *selectTopmAgg) Step(args ...any) (err error) {
 	const fn = "dp_select_topm"
-	defer func() {
-		if err != nil && a.failed == nil {
-			a.failed = err // remembered: Done must not release after a failed row
-		}
-	}()
-	defer guard(fn, &err) // runs first, so a panic is remembered too
-	if a.failed != nil {
-		return a.failed
+	defer func() { a.rows.fail(err) }() // Done must not release after a failed row
+	defer guard(fn, &err)               // runs first, so a panic is remembered too
+	if a.rows.failed != nil {
+		return a.rows.failed
 	}
 	if err := arity(fn, args, 3, 4, "(features, label, options [, rowid])"); err != nil {
 		return err
@@ -326,13 +318,10 @@ func component(part string, m accountant.Mechanism, replaceOneMu float64) map[st
 func (a *selectTopmAgg) Done() (out string, err error) {
 	const fn = "dp_select_topm"
 	defer guard(fn, &err)
-	// SQLite finalizes an aggregate also while it cleans up a failing or
-	// interrupted statement: never release then.
-	if a.failed != nil {
-		return "", a.failed
-	}
 	start := time.Now()
 	r := &a.rows
+	// SQLite finalizes an aggregate also while it cleans up a failing or
+	// interrupted statement: never release then.
 	if err := r.finish(a.c); err != nil {
 		return "", err
 	}
@@ -342,11 +331,6 @@ func (a *selectTopmAgg) Done() (out string, err error) {
 	pl, err := a.plan()
 	if err != nil {
 		return "", err
-	}
-	if exists, err := a.c.tableExists(pl.o.Into); err != nil {
-		return "", fmt.Errorf("%s: checking table %q: %w", fn, pl.o.Into, err)
-	} else if exists {
-		return "", fmt.Errorf("%s: table %q already exists; releases never overwrite, choose another \"into\"", fn, pl.o.Into)
 	}
 	noise, err := seededNoise(fn, pl.o.Seed)
 	if err != nil {
@@ -382,26 +366,6 @@ func (a *selectTopmAgg) Done() (out string, err error) {
 	}
 	b, _ := json.Marshal(summary)
 	return string(b), nil
-}
-
-// tableExists looks the release table up on the query connection, so that an
-// existing table is refused before the ledger is locked; writeSelectTopm
-// checks again inside the charge's transaction.
-func (c *Conn) tableExists(name string) (bool, error) {
-	rows, err := c.sc.Query(`SELECT count(*) FROM sqlite_master WHERE lower(name) = ?`, []driver.Value{strings.ToLower(name)})
-	if err != nil {
-		return false, err
-	}
-	defer rows.Close()
-	v := make([]driver.Value, 1)
-	if err := rows.Next(v); err != nil {
-		if err == io.EOF {
-			return false, nil
-		}
-		return false, err
-	}
-	n, _ := v[0].(int64)
-	return n > 0, nil
 }
 
 // writeSelectTopm selects the features, creates the release table and writes
