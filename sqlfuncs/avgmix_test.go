@@ -170,7 +170,8 @@ func TestAvgmixBadInput(t *testing.T) {
 		{`SELECT dp_avgmix(features, label, json_object('into', 'out', 'mu', 0.5, 'T', 0)) FROM train`, "T (rows to release) must be >= 1"},
 		{`SELECT dp_avgmix(features, label, json_object('into', 'out', 'mu', 0.5, 'sampling', 'hierarchical', 'p', 0.01, 'm', 200)) FROM train`, "q_k = m/(n p) = 200/(300*0.01) = 66.67 exceeds 1"},
 		{`SELECT dp_avgmix(features, label, json_object('into', 'out', 'mu', 0.5, 'sampling', 'magic')) FROM train`, `unknown sampling "magic"`},
-		{`SELECT dp_avgmix(features, label, json_object('into', 'taken', 'mu', 0.5)) FROM train`, `table "taken" already exists`},
+		// The message names the function once (a release error is not wrapped again).
+		{`SELECT dp_avgmix(features, label, json_object('into', 'taken', 'mu', 0.5)) FROM train`, `dp_avgmix: table "taken" already exists`},
 		{`SELECT dp_avgmix(features, label, json_object('into', 'dp_ledger', 'mu', 0.5)) FROM train`, "reserved"},
 		{`SELECT dp_avgmix(features, label, json_object('into', 'x; DROP TABLE train', 'mu', 0.5)) FROM train`, "not a plain table name"},
 		{`SELECT dp_avgmix(features, label, json_object('mu', 0.5)) FROM train`, `"into"`},
@@ -189,6 +190,9 @@ func TestAvgmixBadInput(t *testing.T) {
 		err := db.QueryRow(tt.sql).Scan(&out)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s\n  err = %v\n  want it to say %q", tt.sql, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "dp_avgmix: dp_avgmix") {
+			t.Errorf("%s: the message names the function twice: %v", tt.sql, err)
 		}
 		if n := ledgerRows(t, db); n != 0 {
 			t.Fatalf("%s charged the budget (err %v)", tt.sql, err)

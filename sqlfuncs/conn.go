@@ -78,23 +78,27 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 	if err != nil {
 		return accountant.Receipt{}, fmt.Errorf("%s: %w", fn, err)
 	}
+	// A release's errors already name the function (they are the
+	// mechanism's); the ledger's get the name here.
+	var relErr error
 	if release != nil {
 		inner := release
 		release = func(tx *sql.Tx) (map[string]any, error) {
 			more, err := inner(tx)
 			if err == nil && interrupted(c.handle) {
-				err = fmt.Errorf("the statement was interrupted; the release was rolled back and nothing was charged")
+				err = fmt.Errorf("%s: the statement was interrupted; the release was rolled back and nothing was charged", fn)
 			}
+			relErr = err
 			return more, err
 		}
 	}
 	r, err := l.Charge(context.Background(), accountant.Charge{
 		Scope: c.Scope(), Mechanism: m, Details: details, Query: runningSQL(c.handle),
 	}, release)
-	if err != nil {
-		return r, fmt.Errorf("%s: %w", fn, err)
+	if err != nil && relErr == nil {
+		err = fmt.Errorf("%s: %w", fn, err)
 	}
-	return r, nil
+	return r, err
 }
 
 // guard turns a panic into an error, so no panic crosses the SQL boundary.
