@@ -307,25 +307,18 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 		}
 	}
 	// The mechanism's own fields win over details of the same name.
-	mb, _ := json.Marshal(c.Mechanism)
-	var mf map[string]any
-	_ = json.Unmarshal(mb, &mf)
-	for k, v := range mf {
+	for k, v := range c.Mechanism.Fields() {
 		params[k] = v
 	}
 	pj, err := json.Marshal(params)
 	if err != nil {
 		return Receipt{}, fmt.Errorf("recording the charge's parameters: %w", err)
 	}
-	var prev string
-	switch err := tx.QueryRowContext(ctx, `SELECT hash FROM dp_ledger ORDER BY id DESC LIMIT 1`).Scan(&prev); {
+	// The new row follows the last one: the next id, chained to its hash.
+	id, prev := int64(1), GenesisHash
+	switch err := tx.QueryRowContext(ctx, `SELECT id + 1, hash FROM dp_ledger ORDER BY id DESC LIMIT 1`).Scan(&id, &prev); {
 	case errors.Is(err, sql.ErrNoRows):
-		prev = GenesisHash
 	case err != nil:
-		return Receipt{}, err
-	}
-	var id int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) + 1 FROM dp_ledger`).Scan(&id); err != nil {
 		return Receipt{}, err
 	}
 	row := Row{ID: id, At: now(), Scope: c.Scope, Mechanism: c.Mechanism.Kind, Mu: st.newMu, Params: string(pj), Query: c.Query, PrevHash: prev}

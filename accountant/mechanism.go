@@ -50,6 +50,15 @@ func ParseMechanism(data []byte) (Mechanism, error) {
 	return m, m.Validate()
 }
 
+// Fields returns the description as a JSON object's fields, as recorded in a
+// ledger row's params.
+func (m Mechanism) Fields() map[string]any {
+	b, _ := json.Marshal(m)
+	var f map[string]any
+	_ = json.Unmarshal(b, &f)
+	return f
+}
+
 func finitePos(x float64) bool { return x > 0 && !math.IsInf(x, 1) }
 
 // Validate reports whether the description is complete and in range.

@@ -171,6 +171,7 @@ func (a *avgmixAgg) Done() (out string, err error) {
 	// The release must not exceed its own target: check the mechanism that
 	// will be charged with the rigorous accountant, and add noise until it holds.
 	var plan *avgmix.Plan
+	var epsPlan float64 // the planned mechanism's rigorous epsilon at delta
 	for try := 0; ; try++ {
 		if plan, err = avgmix.NewPlan(noise, r.N, r.D, k, p); err != nil {
 			return "", fmt.Errorf("%s: %w", fn, err)
@@ -179,6 +180,7 @@ func (a *avgmixAgg) Done() (out string, err error) {
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", fn, err)
 		}
+		epsPlan = got
 		if got <= eps {
 			break
 		}
@@ -204,9 +206,11 @@ func (a *avgmixAgg) Done() (out string, err error) {
 		return "", err
 	}
 	epsCLT, _ := accountant.Epsilon(plan.CLTMu, st.Delta)
-	epsRig, err := accountant.RigorousEpsilon([]accountant.Mechanism{plan.Mechanism}, st.Delta)
-	if err != nil {
-		epsRig = -1
+	epsRig := epsPlan // verified above when the release was asked for at the scope's delta
+	if delta != st.Delta {
+		if epsRig, err = accountant.RigorousEpsilon([]accountant.Mechanism{plan.Mechanism}, st.Delta); err != nil {
+			epsRig = -1
+		}
 	}
 	summary := map[string]any{
 		"into": o.Into, "rows": plan.T, "n": r.N, "d": r.D, "K": k, "m": plan.M, "q": plan.Q, "steps": plan.Steps,

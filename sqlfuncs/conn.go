@@ -68,11 +68,8 @@ func (c *Conn) ledger() (*accountant.Ledger, error) {
 // inside a writing statement or an explicit transaction, where the charge could
 // not commit first.
 func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any, release func(tx *sql.Tx) (map[string]any, error)) (accountant.Receipt, error) {
-	if !c.sc.AutoCommit() {
-		return accountant.Receipt{}, fmt.Errorf("%s: run DP functions outside BEGIN ... COMMIT: the charge must commit on its own connection before the noisy value is released, which an open transaction would prevent", fn)
-	}
-	if writing(c.handle) {
-		return accountant.Receipt{}, fmt.Errorf("%s: this statement writes (INSERT ... SELECT, CREATE TABLE ... AS, UPDATE); DP functions must run in a read-only statement so that their charge commits first: SELECT the noisy values, then store them in a second statement", fn)
+	if err := c.canWriteLedger(fn); err != nil {
+		return accountant.Receipt{}, err
 	}
 	l, err := c.ledger()
 	if err != nil {
@@ -99,6 +96,19 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 		err = fmt.Errorf("%s: %w", fn, err)
 	}
 	return r, err
+}
+
+// canWriteLedger refuses when the ledger connection could not commit before
+// this connection's statement ends: inside BEGIN ... COMMIT, or in a statement
+// that writes (it holds the database's write lock).
+func (c *Conn) canWriteLedger(fn string) error {
+	if !c.sc.AutoCommit() {
+		return fmt.Errorf("%s: run DP functions outside BEGIN ... COMMIT: the charge must commit on its own connection before the noisy value is released, which an open transaction would prevent", fn)
+	}
+	if writing(c.handle) {
+		return fmt.Errorf("%s: this statement writes (INSERT ... SELECT, CREATE TABLE ... AS, UPDATE); DP functions must run in a read-only statement so that their charge commits first: SELECT the noisy values, then store them in a second statement", fn)
+	}
+	return nil
 }
 
 // guard turns a panic into an error, so no panic crosses the SQL boundary.

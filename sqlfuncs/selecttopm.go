@@ -304,9 +304,7 @@ func (a *selectTopmAgg) plan() (*selectTopmPlan, error) {
 
 // component describes one part of the call for the ledger row.
 func component(part string, m accountant.Mechanism, replaceOneMu float64) map[string]any {
-	b, _ := json.Marshal(m)
-	var out map[string]any
-	_ = json.Unmarshal(b, &out)
+	out := m.Fields()
 	if out["neighbours"] == nil {
 		out["neighbours"] = accountant.AddRemove
 	}

@@ -167,8 +167,8 @@ func (c *Conn) initScope(fn string, b accountant.Budget) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
-	if !c.sc.AutoCommit() || writing(c.handle) {
-		return nil, fmt.Errorf("%s: run it as a plain SELECT outside a transaction", fn)
+	if err := c.canWriteLedger(fn); err != nil {
+		return nil, err
 	}
 	if err := l.Init(context.Background(), b); err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
