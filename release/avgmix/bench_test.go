@@ -82,7 +82,11 @@ func BenchmarkGather(b *testing.B) {
 	r := rand.New(rand.NewPCG(3, 4))
 	acc := make([]float64, benchD)
 	zero := make([]float32, benchD)
-	w := &worker{data: data, zero: zero}
+	xr, err := newRows(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := &worker{data: data, x: xr, zero: zero}
 	for range benchM * 64 {
 		w.idx = append(w.idx, int32(r.IntN(benchN)))
 	}

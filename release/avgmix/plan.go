@@ -366,8 +366,8 @@ func (pl *Plan) check() error {
 		if pl.words != (pl.K+63)/64 || len(pl.classes) != pl.T*pl.words || len(pl.ClassSteps) != pl.K {
 			return errors.New("avgmix: plan: class choices missing (use NewPlan)")
 		}
-		for k := 0; k < pl.K; k++ {
-			if pl.countClass(k) > m.Steps {
+		for k, c := range pl.classCounts() {
+			if c > m.Steps {
 				return fmt.Errorf("avgmix: plan: class %d is mixed in more outputs than the %d steps charged", k, m.Steps)
 			}
 		}
@@ -408,13 +408,11 @@ func (pl *Plan) chose(t, k int) bool {
 	return pl.classes[t*pl.words+k/64]>>(k%64)&1 != 0
 }
 
-// countClass recounts T_k from the stored choices.
-func (pl *Plan) countClass(k int) int {
-	c := 0
+// classCounts recounts every T_k from the stored choices, in one pass.
+func (pl *Plan) classCounts() []int {
+	c := make([]int, pl.K)
 	for t := 0; t < pl.T; t++ {
-		if pl.chose(t, k) {
-			c++
-		}
+		forEachClass(pl.classesOf(t), func(k int) { c[k]++ })
 	}
 	return c
 }

@@ -258,8 +258,8 @@ func TestHierarchicalPlan(t *testing.T) {
 		if math.Abs(float64(tk)-mean) > 5*sd {
 			t.Errorf("T_%d = %d, want %v +- %v", c, tk, mean, 5*sd)
 		}
-		if plan.countClass(c) != tk {
-			t.Errorf("T_%d = %d, but %d outputs chose class %d", c, tk, plan.countClass(c), c)
+		if n := plan.classCounts()[c]; n != tk {
+			t.Errorf("T_%d = %d, but %d outputs chose class %d", c, tk, n, c)
 		}
 		maxTk = max(maxTk, tk)
 	}

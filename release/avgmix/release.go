@@ -204,9 +204,6 @@ func clipData(data Data, xr rows, plan *Plan) error {
 			for i := lo; i < hi; {
 				// The rows of [i, hi) that share i's chunk.
 				end := min(hi, (i>>xr.shift+1)<<xr.shift)
-				if xr.shift == 62 {
-					end = hi
-				}
 				c, off := xr.chunks[i>>xr.shift], (i&xr.mask)*data.D
 				if err := clipRows(c[off:off+(end-i)*data.D], data.D, plan.Cx); err != nil {
 					errs[w] = fmt.Errorf("avgmix: features: %w", err)
