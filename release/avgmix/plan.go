@@ -90,7 +90,9 @@ type Plan struct {
 	// Cx*SigmaX, D) and mu_y likewise; Sigma >= SigmaTarget.
 	Sigma float64
 
-	// Mechanism is what to charge: a subsampled Gaussian with Q, Sigma, Steps.
+	// Mechanism is what to charge: a subsampled Gaussian with Q, SigmaTarget
+	// (the certified multiplier; the noise applied, Sigma, is at least that),
+	// Steps.
 	Mechanism accountant.Mechanism
 	// CLTMu is the central-limit mu-GDP figure of Mechanism,
 	// Q sqrt(Steps) sqrt(e^(1/Sigma^2) - 1) (seed 003, Theorem E.2): asymptotic
@@ -310,10 +312,12 @@ func NewPlan(noise *release.Noise, n, d, k int, p Params) (*Plan, error) {
 	if !(pl.Sigma >= pl.SigmaTarget) {
 		return nil, fmt.Errorf("avgmix: internal error: effective noise multiplier %v below target %v", pl.Sigma, pl.SigmaTarget)
 	}
+	// Charge the multiplier the calibration certified: the noise applied
+	// (Sigma) is at least as large, and more noise is post-processing.
 	pl.Mechanism = accountant.Mechanism{
 		Kind:  accountant.KindSubsampledGaussian,
 		Q:     pl.Q,
-		Sigma: pl.Sigma,
+		Sigma: pl.SigmaTarget,
 		Steps: pl.Steps,
 	}
 	if err := pl.Mechanism.Validate(); err != nil {

@@ -191,9 +191,13 @@ func TestPlanCalibration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Never above the budget, and the grid costs under 1%.
-		if plan.CLTMu > tc.mu || plan.CLTMu < 0.99*tc.mu {
+		// The charge is the certified multiplier: its CLT mu is the target
+		// (up to rounding), and the grid costs under 1% of the noise.
+		if math.Abs(plan.CLTMu-tc.mu) > 1e-12*tc.mu {
 			t.Errorf("%+v: CLT mu of the plan = %v, target %v", tc, plan.CLTMu, tc.mu)
+		}
+		if plan.Sigma > 1.01*plan.SigmaTarget {
+			t.Errorf("%+v: the grid costs more than 1%%: sigma %v for target %v", tc, plan.Sigma, plan.SigmaTarget)
 		}
 		if plan.Sigma < plan.SigmaTarget {
 			t.Errorf("%+v: effective sigma %v below target %v", tc, plan.Sigma, plan.SigmaTarget)
@@ -208,7 +212,7 @@ func TestPlanCalibration(t *testing.T) {
 		if r := plan.SigmaY / plan.SigmaX; math.Abs(r/plan.Lambda-1) > 1e-2 {
 			t.Errorf("%+v: sigma_y/sigma_x = %v, lambda %v", tc, r, plan.Lambda)
 		}
-		want := accountant.Mechanism{Kind: accountant.KindSubsampledGaussian, Q: float64(plan.M) / float64(tc.n), Sigma: plan.Sigma, Steps: tc.T}
+		want := accountant.Mechanism{Kind: accountant.KindSubsampledGaussian, Q: float64(plan.M) / float64(tc.n), Sigma: plan.SigmaTarget, Steps: tc.T}
 		if plan.Mechanism != want {
 			t.Errorf("%+v: mechanism %+v, want %+v", tc, plan.Mechanism, want)
 		}
