@@ -75,21 +75,20 @@ func (a *avgmixAgg) Done() (out string, err error) {
 	if noise == nil {
 		noise = a.c.noise
 	}
-	// Labels: class ids become one-hot vectors over K classes.
+	// Labels: class ids become one-hot vectors over the public K classes. K is
+	// never taken from the data: the largest label present would reveal its row.
 	k := r.K
-	if o.Classes != nil {
-		if r.Classes == nil {
-			return "", fmt.Errorf("%s: option \"classes\" applies to INTEGER labels; these labels are vectors of length %d", fn, r.K)
-		}
+	switch {
+	case r.Classes != nil && o.Classes == nil:
+		return "", fmt.Errorf("%s: option \"classes\" (the public number of classes K; labels lie in 0..K-1) is required for INTEGER labels: taking it from the largest label present would reveal that label's row", fn)
+	case r.Classes == nil && o.Classes != nil:
+		return "", fmt.Errorf("%s: option \"classes\" applies to INTEGER labels; these labels are vectors of length %d", fn, r.K)
+	case o.Classes != nil:
 		if *o.Classes < 1 {
 			return "", fmt.Errorf("%s: classes must be >= 1, got %d", fn, *o.Classes)
 		}
-		if r.K > *o.Classes {
-			for i, y := range r.Classes {
-				if y >= *o.Classes {
-					return "", fmt.Errorf("%s: label of row %d is %d, outside the %d classes 0..%d", fn, i+1, y, *o.Classes, *o.Classes-1)
-				}
-			}
+		if err := r.checkClasses(fn, *o.Classes); err != nil {
+			return "", err
 		}
 		k = *o.Classes
 	}

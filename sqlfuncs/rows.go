@@ -30,6 +30,19 @@ type vectorRows struct {
 	failed  error // the first row error: the statement is failing
 }
 
+// checkClasses checks INTEGER labels against the public number of classes k.
+func (r *vectorRows) checkClasses(fn string, k int) error {
+	if r.K <= k {
+		return nil
+	}
+	for i, y := range r.Classes {
+		if y >= k {
+			return fmt.Errorf("%s: label of row %d is %d, outside the %d classes 0..%d", fn, i+1, y, k, k-1)
+		}
+	}
+	return nil
+}
+
 // fail remembers the first error of a Step, a recovered panic included, so
 // that finish refuses to release.
 func (r *vectorRows) fail(err error) {

@@ -224,12 +224,8 @@ func (a *selectTopmAgg) plan() (*selectTopmPlan, error) {
 		return nil, fmt.Errorf("%s: option \"classes\" must be at least 2 (feature selection separates classes), got %d", fn, *o.Classes)
 	}
 	p.Classes = *o.Classes
-	if r.K > p.Classes {
-		for i, y := range r.Classes {
-			if y >= p.Classes {
-				return nil, fmt.Errorf("%s: label of row %d is %d, outside the %d classes 0..%d", fn, i+1, y, p.Classes, p.Classes-1)
-			}
-		}
+	if err := r.checkClasses(fn, p.Classes); err != nil {
+		return nil, err
 	}
 	switch o.Labels {
 	case "", dfs.LabelsPrivate:
