@@ -26,6 +26,15 @@ func Grid(sigma float64) float64 {
 	return math.Ldexp(1, e-1-GridBits)
 }
 
+// NoiseTV bounds, per coordinate, the total-variation distance between the
+// noise [Noise.AddGaussian] draws and the exact rounded Gaussian its privacy
+// argument assumes (see AddGaussian). A release of c noisy coordinates with an
+// (epsilon, delta) guarantee is (epsilon, delta + (1 + e^epsilon) c NoiseTV)-DP.
+const NoiseTV = 0x1p-46
+
+// NoiseTVOf returns the total-variation bound of c noisy coordinates, c*NoiseTV.
+func NoiseTVOf(c int) float64 { return float64(c) * NoiseTV }
+
 // GaussianMu returns the mu-GDP parameter of [Noise.AddGaussian] with scale
 // sigma on dim coordinates of a quantity with L2 sensitivity S. Rounding the
 // input to the grid can move each coordinate of the difference between two
@@ -66,7 +75,7 @@ func GaussianSigma(sensitivity, mu float64, dim int) (float64, error) {
 			return 0, fmt.Errorf("noise scale %g for sensitivity %g and mu %g is outside [%g, MaxFloat64]", sigma, sensitivity, mu, MinSigma)
 		}
 		g := Grid(sigma)
-		lo, hi := g*0x1p15, g*0x1p16 // the binade of sigma, where Grid is g
+		lo, hi := math.Ldexp(g, GridBits), math.Ldexp(g, GridBits+1) // the binade of sigma, where Grid is g
 		c := max((sensitivity+g*rd)/mu, lo)
 		for i := 0; i < 8 && c < hi && GaussianMu(sensitivity, c, dim) > mu; i++ {
 			c = math.Nextafter(c, math.Inf(1)) // undo rounding in the division

@@ -181,6 +181,7 @@ func (a *avgmixAgg) Done() (out string, err error) {
 		"sampling": plan.Sampling, "lambda": plan.Lambda, "cx": plan.Cx, "cy": plan.Cy,
 		"sigma_x": plan.SigmaX, "sigma_y": plan.SigmaY, "sigma_applied": plan.Sigma, "mu_clt": plan.CLTMu,
 		"target_epsilon": eps, "target_delta": delta,
+		"noise_tv": release.NoiseTVOf(plan.T * (r.D + k)),
 	}
 	if plan.Sampling == avgmix.Hierarchical {
 		details["p"], details["class_steps"] = plan.P, plan.ClassSteps

@@ -285,6 +285,7 @@ func (a *selectTopmAgg) plan() (*selectTopmPlan, error) {
 		"mu_select": pl.muSel, "mu_select_requested": p.MuSelect,
 		"mu_release": pl.muRel, "mu_release_requested": p.MuRelease,
 		"mu_labels": pl.muLab, "sigma_release": relM[0].Sigma,
+		"noise_tv": release.NoiseTVOf(selectCoords(p, r.D) + r.N*p.M),
 		"components":   components,
 		"accounting":   "one replace_one gaussian: mu = sqrt((2 mu_select)^2 + mu_release^2 + mu_labels^2); the add/remove selection is 2 mu_select-GDP for a replacement (group privacy), composed adaptively with the replace-one release",
 		"source_rowid": "ordinal",
@@ -296,6 +297,16 @@ func (a *selectTopmAgg) plan() (*selectTopmPlan, error) {
 		pl.details["eps_labels"] = p.EpsLabels
 	}
 	return pl, nil
+}
+
+// selectCoords counts the noisy coordinates of the selection's statistics:
+// class counts and sums, and sums of squares for the t score.
+func selectCoords(p dfs.Params, d int) int {
+	n := p.Classes * (d + 1)
+	if p.Score == dfs.ScoreT {
+		n += p.Classes * d
+	}
+	return n
 }
 
 // component describes one part of the call for the ledger row.

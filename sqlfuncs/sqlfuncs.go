@@ -363,6 +363,7 @@ func (c *Conn) dpGaussian(args ...any) (any, error) {
 	}
 	details["dim"] = dim
 	details["grid"] = release.Grid(sigma)
+	details["noise_tv"] = release.NoiseTVOf(dim)
 	m := accountant.Mechanism{Kind: accountant.KindGaussian, Mu: mu, Sensitivity: sens, Sigma: sigma}
 	if _, err := c.Charge(fn, m, details, nil); err != nil {
 		return nil, err
