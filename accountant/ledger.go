@@ -272,6 +272,12 @@ func (e *BudgetError) deltaNote() string {
 	return ""
 }
 
+// IsBudgetExceeded reports whether err is a refusal for lack of budget, also
+// after it crossed the SQL boundary (where SQLite keeps only its message).
+func IsBudgetExceeded(err error) bool {
+	return err != nil && (errors.Is(err, ErrBudget) || strings.Contains(err.Error(), ErrBudget.Error()))
+}
+
 // Unwrap lets errors.Is(err, ErrBudget) match.
 func (e *BudgetError) Unwrap() error { return ErrBudget }
 
@@ -365,13 +371,14 @@ type checked struct {
 	cache               []byte // the scope's composition including this charge
 }
 
-type queryer interface {
+// Queryer is what the ledger's readers need: a *sql.DB, *sql.Conn or *sql.Tx.
+type Queryer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // LoadBudget reads one scope's budget.
-func LoadBudget(ctx context.Context, q queryer, scope string) (Budget, error) {
+func LoadBudget(ctx context.Context, q Queryer, scope string) (Budget, error) {
 	b := Budget{Scope: scope}
 	var eps sql.NullFloat64
 	err := q.QueryRowContext(ctx, `SELECT mu_budget, delta, epsilon_budget FROM dp_budget WHERE scope = ?`, scope).Scan(&b.Mu, &b.Delta, &eps)
@@ -389,7 +396,7 @@ func LoadBudget(ctx context.Context, q queryer, scope string) (Budget, error) {
 }
 
 // scopeMechanisms reads the mechanisms charged so far in a scope.
-func scopeMechanisms(ctx context.Context, q queryer, scope string) ([]Mechanism, error) {
+func scopeMechanisms(ctx context.Context, q Queryer, scope string) ([]Mechanism, error) {
 	rows, err := q.QueryContext(ctx, `SELECT id, params FROM dp_ledger WHERE scope = ? ORDER BY id`, scope)
 	if err != nil {
 		return nil, err
@@ -519,7 +526,7 @@ func (r Row) ComputeHash() string {
 }
 
 // ReadLedger returns every ledger row in id order.
-func ReadLedger(ctx context.Context, db *sql.DB) ([]Row, error) {
+func ReadLedger(ctx context.Context, db Queryer) ([]Row, error) {
 	rows, err := db.QueryContext(ctx, `SELECT id, at, scope, mechanism, mu, params, coalesce(query, ''), prev_hash, hash FROM dp_ledger ORDER BY id`)
 	if err != nil {
 		if strings.Contains(err.Error(), "no such table") {
@@ -542,7 +549,7 @@ func ReadLedger(ctx context.Context, db *sql.DB) ([]Row, error) {
 // Verify checks the hash chain of every ledger row and that each row's mu
 // matches its mechanism description. It returns the number of rows checked and
 // an error wrapping ErrChainBroken naming the first bad row.
-func Verify(ctx context.Context, db *sql.DB) (int, error) {
+func Verify(ctx context.Context, db Queryer) (int, error) {
 	rows, err := ReadLedger(ctx, db)
 	if err != nil {
 		return 0, err
@@ -581,7 +588,7 @@ type Status struct {
 }
 
 // ReadStatus reads a scope's row of dp_budget_status (all scopes when scope is "").
-func ReadStatus(ctx context.Context, db queryer, scope string) (Status, error) {
+func ReadStatus(ctx context.Context, db Queryer, scope string) (Status, error) {
 	sts, err := ReadStatuses(ctx, db, scope)
 	if err != nil {
 		return Status{}, err
@@ -593,7 +600,7 @@ func ReadStatus(ctx context.Context, db queryer, scope string) (Status, error) {
 }
 
 // ReadStatuses reads dp_budget_status, one scope or all (scope == "").
-func ReadStatuses(ctx context.Context, db queryer, scope string) ([]Status, error) {
+func ReadStatuses(ctx context.Context, db Queryer, scope string) ([]Status, error) {
 	q := `SELECT scope, mu_budget, mu_spent, mu_remaining, epsilon_spent, delta, epsilon_budget, epsilon_rigorous, entries FROM dp_budget_status`
 	var args []any
 	if scope != "" {

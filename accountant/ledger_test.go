@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -224,5 +225,23 @@ func TestScopesAndErrors(t *testing.T) {
 	pl, _ := OpenLedger(plain)
 	if _, err := pl.Charge(ctx, gauss(0.1), nil); !errors.Is(err, ErrNoLedger) {
 		t.Errorf("charge without a ledger: %v", err)
+	}
+}
+
+func TestIsBudgetExceeded(t *testing.T) {
+	be := &BudgetError{Scope: "s", Unit: "mu", Mechanism: "gaussian"}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{be, true},
+		{fmt.Errorf("dp_gaussian: %w", be), true},
+		{errors.New("dp_gaussian: " + be.Error()), true}, // as it comes back through SQLite
+		{errors.New("dp_gaussian: mu must be > 0"), false},
+		{nil, false},
+	} {
+		if got := IsBudgetExceeded(tc.err); got != tc.want {
+			t.Errorf("IsBudgetExceeded(%v) = %v", tc.err, got)
+		}
 	}
 }
