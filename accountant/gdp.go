@@ -22,8 +22,8 @@ func Phi(x float64) float64 {
 
 // Delta returns delta(epsilon) of a mu-GDP mechanism,
 // Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (Dong, Roth, Su 2019,
-// Corollary 2.13). It is computed as Phi(a)*(1 - e^(eps + log Phi(b) - log Phi(a)))
-// to avoid cancellation.
+// Corollary 2.13), computed in log space without cancellation
+// ([pld.GaussianDelta]).
 func Delta(mu, epsilon float64) (float64, error) {
 	if err := checkMu(mu); err != nil {
 		return 0, err
@@ -31,22 +31,11 @@ func Delta(mu, epsilon float64) (float64, error) {
 	if !(epsilon >= 0) || math.IsInf(epsilon, 1) {
 		return 0, fmt.Errorf("epsilon must be a finite number >= 0, got %v", epsilon)
 	}
-	return delta(mu, epsilon), nil
-}
-
-func delta(mu, eps float64) float64 {
-	a := -eps/mu + mu/2
-	b := -eps/mu - mu/2
-	la, lb := LogPhi(a), LogPhi(b)
-	r := eps + lb - la
-	if r >= 0 { // only by round-off; the true difference is positive
-		return 0
-	}
-	return math.Exp(la) * -math.Expm1(r)
+	return pld.GaussianDelta(mu, epsilon)
 }
 
 // Epsilon returns the smallest epsilon >= 0 such that a mu-GDP mechanism is
-// (epsilon, delta)-DP.
+// (epsilon, delta)-DP ([pld.GaussianEpsilon]).
 func Epsilon(mu, delta float64) (float64, error) {
 	if err := checkMu(mu); err != nil {
 		return 0, err
@@ -54,18 +43,7 @@ func Epsilon(mu, delta float64) (float64, error) {
 	if err := checkDelta(delta); err != nil {
 		return 0, err
 	}
-	if deltaAt(mu, 0) <= delta {
-		return 0, nil
-	}
-	// delta(eps) decreases in eps; bracket, then bisect on a log scale of delta.
-	lo, hi := 0.0, math.Max(1, mu*mu)
-	for deltaAt(mu, hi) > delta {
-		lo, hi = hi, 2*hi
-		if hi > 1e6 {
-			return math.Inf(1), nil
-		}
-	}
-	return bisect(lo, hi, func(e float64) bool { return deltaAt(mu, e) > delta }), nil
+	return pld.GaussianEpsilon(mu, delta)
 }
 
 // Mu returns the largest mu such that mu-GDP implies (epsilon, delta)-DP; a
@@ -78,15 +56,11 @@ func Mu(epsilon, delta float64) (float64, error) {
 	if err := checkDelta(delta); err != nil {
 		return 0, err
 	}
-	// delta(eps; mu) increases in mu.
-	lo, hi := 0.0, 1.0
-	for deltaAt(hi, epsilon) < delta {
-		lo, hi = hi, 2*hi
-		if hi > 1e6 {
-			return 0, fmt.Errorf("no mu reaches delta = %g at epsilon = %g", delta, epsilon)
-		}
+	mu := pld.GaussianMuFor(epsilon, delta)
+	if mu >= 1e6 {
+		return 0, fmt.Errorf("no mu reaches delta = %g at epsilon = %g", delta, epsilon)
 	}
-	return bisect(lo, hi, func(m float64) bool { return m == 0 || deltaAt(m, epsilon) < delta }), nil
+	return mu, nil
 }
 
 // Compose returns the mu of the composition of mu_i-GDP mechanisms, sqrt(sum mu_i^2).
@@ -101,30 +75,6 @@ func Compose(mus ...float64) float64 {
 // GaussianMu returns the GDP parameter of the Gaussian mechanism with L2
 // sensitivity S and noise scale sigma: exactly S/sigma.
 func GaussianMu(sensitivity, sigma float64) float64 { return sensitivity / sigma }
-
-func deltaAt(mu, eps float64) float64 {
-	if mu == 0 {
-		return 0
-	}
-	return delta(mu, eps)
-}
-
-// bisect returns the boundary in [lo, hi] where below(x) turns false, to
-// double precision. below(lo) must hold and below(hi) must not.
-func bisect(lo, hi float64, below func(float64) bool) float64 {
-	for i := 0; i < 200; i++ {
-		mid := lo + (hi-lo)/2
-		if mid <= lo || mid >= hi {
-			break
-		}
-		if below(mid) {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return hi
-}
 
 func checkMu(mu float64) error {
 	if !(mu > 0) || math.IsInf(mu, 1) {

@@ -8,8 +8,7 @@ import (
 
 // GaussianDelta returns delta(epsilon) of a mu-GDP mechanism (exact, Dong,
 // Roth, Su 2019, Cor. 2.13), Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2),
-// computed in log space. It is the same formula as accountant.Delta, repeated
-// here because accountant imports this package.
+// computed in log space; accountant.Delta is this function.
 func GaussianDelta(mu, epsilon float64) (float64, error) {
 	if !finitePos(mu) {
 		return 0, fmt.Errorf("pld: mu must be positive and finite, got %v", mu)
@@ -53,8 +52,10 @@ func GaussianEpsilon(mu, delta float64) (float64, error) {
 	return hi, nil
 }
 
-// gaussianMuFor returns the largest mu with GaussianDelta(mu, eps) <= delta.
-func gaussianMuFor(eps, delta float64) float64 {
+// GaussianMuFor returns the largest mu (to double precision) with
+// GaussianDelta(mu, eps) <= delta: the mu-GDP level that guarantees
+// (eps, delta). It returns a value >= 1e6 when no mu below that reaches delta.
+func GaussianMuFor(eps, delta float64) float64 {
 	f := func(m float64) float64 { d, _ := gaussDelta(m, eps); return d }
 	lo, hi := 0.0, 1.0
 	for f(hi) < delta && hi < 1e6 {
@@ -115,7 +116,7 @@ func (c Config) CalibrateSubsampledGaussian(q float64, steps int, epsilon, delta
 		return e - epsilon, nil
 	}
 	// Central-limit guess: mu = q sqrt(T (e^(1/sigma^2) - 1)).
-	mu := gaussianMuFor(epsilon, delta)
+	mu := GaussianMuFor(epsilon, delta)
 	r := mu * mu / (q * q * float64(steps))
 	sigma := 1.0
 	if r > 0 && !math.IsInf(r, 0) {
