@@ -443,7 +443,9 @@ func checkBudget(ctx context.Context, tx *sql.Tx, scope string, m Mechanism) (ch
 		c.muAfter = math.Inf(1)
 	}
 	c.muRemaining = math.Sqrt(math.Max(b.Mu*b.Mu-c.muAfter*c.muAfter, 0))
-	c.epsGDP, _ = Epsilon(c.muAfter, b.Delta)
+	if c.epsGDP = math.Inf(1); !math.IsInf(c.muAfter, 1) {
+		c.epsGDP, _ = Epsilon(c.muAfter, b.Delta)
+	}
 	c.epsilon = c.epsGDP
 	if nonGaussian == 0 && m.IsGaussian() {
 		// Only Gaussian entries: GDP composition is exact.
@@ -454,12 +456,6 @@ func checkBudget(ctx context.Context, tx *sql.Tx, scope string, m Mechanism) (ch
 	}
 	// A subsampled or non-Gaussian entry exists: every decision uses the
 	// rigorous (PLD) figure, extended from the scope's cached composition.
-	epsBefore := 0.0
-	if lastID > 0 {
-		if epsBefore, err = CachedEpsilon(cache, b.Delta); err != nil {
-			return c, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", scope, err)
-		}
-	}
 	epsAfter, err := CachedEpsilon(c.cache, b.Delta)
 	if err != nil {
 		return c, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", scope, err)
@@ -469,7 +465,12 @@ func checkBudget(ctx context.Context, tx *sql.Tx, scope string, m Mechanism) (ch
 		epsBudget, _ = Epsilon(b.Mu, b.Delta)
 	}
 	c.epsilon, c.rigorous = epsAfter, true
-	if !(epsAfter <= epsBudget*(1+tolerance)) {
+	// The PLD figure already bounds its own round-off: no tolerance here.
+	if !(epsAfter <= epsBudget) {
+		epsBefore := 0.0 // for the message only
+		if lastID > 0 {
+			epsBefore, _ = CachedEpsilon(cache, b.Delta)
+		}
 		return c, &BudgetError{Scope: scope, Spent: epsBefore, Need: epsAfter - epsBefore, Budget: epsBudget, AfterWouldBe: epsAfter, Unit: "epsilon", Delta: b.Delta, Mechanism: m.Kind}
 	}
 	return c, nil
@@ -477,7 +478,7 @@ func checkBudget(ctx context.Context, tx *sql.Tx, scope string, m Mechanism) (ch
 
 // scopeCache returns the scope's cached composition (see ComposeInto) if it
 // covers every ledger row up to lastID, or rebuilds it from the ledger.
-func scopeCache(ctx context.Context, tx *sql.Tx, scope string, lastID int64) ([]byte, error) {
+func scopeCache(ctx context.Context, tx Queryer, scope string, lastID int64) ([]byte, error) {
 	var through sql.NullInt64
 	var cache []byte
 	err := tx.QueryRowContext(ctx, `SELECT through_id, pld FROM dp_scope_state WHERE scope = ?`, scope).Scan(&through, &cache)
@@ -630,18 +631,27 @@ func ReadStatuses(ctx context.Context, db Queryer, scope string) ([]Status, erro
 func (l *Ledger) Init(ctx context.Context, b Budget) error { return Init(ctx, l.db, b) }
 
 // ScopeEpsilon returns the rigorous epsilon, at delta, of everything a scope
-// has spent: the composition of all its ledger entries by the PLD accountant
-// (exact GDP conversion while they are all Gaussian).
+// has spent: the scope's cached composition (exact GDP conversion while its
+// entries are all Gaussian), the figure its budget checks use.
 func (l *Ledger) ScopeEpsilon(ctx context.Context, scope string, delta float64) (float64, error) {
+	if err := checkDelta(delta); err != nil {
+		return 0, err
+	}
 	if _, err := LoadBudget(ctx, l.db, scope); err != nil {
 		return 0, err
 	}
-	ms, err := scopeMechanisms(ctx, l.db, scope)
+	// The same composition the budget checks use: the scope's cache, rebuilt
+	// from the ledger if it is stale.
+	var lastID int64
+	if err := l.db.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM dp_ledger WHERE scope = ?`, scope).Scan(&lastID); err != nil {
+		return 0, err
+	}
+	if lastID == 0 {
+		return 0, nil
+	}
+	cache, err := scopeCache(ctx, l.db, scope, lastID)
 	if err != nil {
 		return 0, err
 	}
-	if len(ms) == 0 {
-		return 0, checkDelta(delta)
-	}
-	return RigorousEpsilon(ms, delta)
+	return CachedEpsilon(cache, delta)
 }

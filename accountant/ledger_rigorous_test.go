@@ -34,6 +34,10 @@ func TestMixedScopeUsesRigorousAccountant(t *testing.T) {
 	if !st.EpsilonRigorous.Valid || math.Abs(st.EpsilonRigorous.Float64-want) > 1e-3*want {
 		t.Errorf("dp_budget_status.epsilon_rigorous = %v, want %v", st.EpsilonRigorous, want)
 	}
+	// dp_epsilon reads the same composition the budget check decided on.
+	if got, err := l.ScopeEpsilon(ctx, "default", 1e-5); err != nil || got != st.EpsilonRigorous.Float64 {
+		t.Errorf("ScopeEpsilon = %v, %v; want exactly epsilon_rigorous %v", got, err, st.EpsilonRigorous.Float64)
+	}
 	// The same release again would go past epsilon = 3: refused in epsilon units.
 	_, err = l.Charge(ctx, subsampled(0.01, 0.7, 120), nil)
 	var be *BudgetError
