@@ -42,7 +42,7 @@ unless --format is given. TABLE must not exist; the import is one transaction.`,
 		Args: nargs("DB", "TABLE", "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.db, o.table, o.file = args[0], args[1], args[2]
-			o.scaleSet = flagChanged(cmd.Flags(), "scale")
+			o.scaleSet = cmd.Flags().Changed("scale")
 			start := time.Now()
 			res, err := importFile(cmd.Context(), o)
 			if err != nil {

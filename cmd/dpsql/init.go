@@ -22,7 +22,7 @@ later: create a new scope instead.`,
 		Args: nargs("DB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fs := cmd.Flags()
-			hasMu, hasEps, hasDelta := flagChanged(fs, "mu"), flagChanged(fs, "epsilon"), flagChanged(fs, "delta")
+			hasMu, hasEps, hasDelta := fs.Changed("mu"), fs.Changed("epsilon"), fs.Changed("delta")
 			switch {
 			case hasMu && hasEps:
 				return usagef("init: give the budget as --mu or as --epsilon with --delta, not both")
@@ -32,7 +32,7 @@ later: create a new scope instead.`,
 				return usagef("init: --epsilon needs --delta (e.g. --epsilon 2 --delta 1e-5)")
 			}
 			scope := m.str(cmd, "scope")
-			if scope == "" && !flagChanged(fs, "scope") {
+			if scope == "" && !fs.Changed("scope") {
 				scope = sqlfuncs.DefaultScope
 			}
 			if !hasEps {

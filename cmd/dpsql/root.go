@@ -16,7 +16,6 @@ import (
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/sqlfuncs"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 )
 
@@ -257,10 +256,4 @@ func openDB(ctx context.Context, path, scope string, create bool) (*sql.DB, erro
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	return db, nil
-}
-
-// flagChanged reports whether the user gave the flag on the command line.
-func flagChanged(fs *pflag.FlagSet, name string) bool {
-	f := fs.Lookup(name)
-	return f != nil && f.Changed
 }
