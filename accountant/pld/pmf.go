@@ -455,8 +455,19 @@ func power(r, a *pmf, t int, h, tau float64, maxBins int) (*pmf, *pmf, error) {
 		if w.kl+N-1 < w.hi {
 			upper = tau
 		}
+		// Positions past the window are not read back; whatever mass aliased
+		// into them is charged at +infinity rather than dropped.
+		var unread float64
+		for i := len(out.p); i < N; i++ {
+			idx := ((w.kl+i-base)%N + N) % N
+			v := real(z[idx])
+			if im {
+				v = imag(z[idx])
+			}
+			unread += max(v*inv, 0)
+		}
 		mx := x.mass()
-		out.inf = powDiff(mx, x.inf, t) + upper
+		out.inf = powDiff(mx, x.inf, t) + upper + unread
 		out.err = powDiff(mx+x.inf, x.err, t) + round
 		out.inf *= 1 + 8*unitRoundoff
 		out.err *= 1 + 8*unitRoundoff
