@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -73,7 +72,7 @@ with status 1 at the first broken row.`,
 	}
 }
 
-func verifyLedger(ctx context.Context, db *sql.DB, w io.Writer) error {
+func verifyLedger(ctx context.Context, db accountant.Queryer, w io.Writer) error {
 	n, err := accountant.Verify(ctx, db)
 	if err != nil {
 		return fmt.Errorf("ledger verification failed after %d good rows: %w", n, err)
@@ -88,7 +87,7 @@ var auditColumns = []string{"id", "at", "scope", "mechanism", "mu", "params", "q
 // them (0 = all). The table format shortens the time, params, query and hash
 // to keep a row on one line; csv and json give them in full (params in json
 // as an object).
-func printAudit(ctx context.Context, db *sql.DB, p *printer, scope string, limit int) error {
+func printAudit(ctx context.Context, db accountant.Queryer, p *printer, scope string, limit int) error {
 	rows, err := accountant.ReadLedger(ctx, db)
 	if err != nil {
 		return err

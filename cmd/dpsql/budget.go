@@ -38,16 +38,10 @@ the number of ledger entries.`,
 	return cmd
 }
 
-// statusReader is what accountant.ReadStatuses needs: a *sql.DB or *sql.Conn.
-type statusReader interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
 var budgetColumns = []string{"scope", "mu_budget", "mu_spent", "mu_remaining", "delta", "epsilon_spent", "epsilon_rigorous", "epsilon_budget", "entries"}
 
 // printBudget prints dp_budget_status, one row per scope.
-func printBudget(ctx context.Context, db statusReader, p *printer) error {
+func printBudget(ctx context.Context, db accountant.Queryer, p *printer) error {
 	sts, err := accountant.ReadStatuses(ctx, db, "")
 	if err != nil {
 		return err

@@ -273,9 +273,9 @@ func (sh *shell) dot(ctx context.Context, line string) (quit bool) {
 				break
 			}
 		}
-		err = printAudit(ctx, sh.s.db, p, "", n)
+		err = printAudit(ctx, sh.s.conn, p, "", n)
 	case ".verify":
-		err = verifyLedger(ctx, sh.s.db, sh.out)
+		err = verifyLedger(ctx, sh.s.conn, sh.out)
 	case ".scope":
 		switch len(args) {
 		case 0:
