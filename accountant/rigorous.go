@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 
@@ -184,6 +185,10 @@ var rigMemo = &rigPLDMemo{m: map[rigMemoKey]*pld.PLD{}}
 func (c *rigPLDMemo) get(k rigMemoKey, build func() (*pld.PLD, error)) (*pld.PLD, error) {
 	c.mu.Lock()
 	if p, ok := c.m[k]; ok {
+		// Least recently used goes first: move k to the back.
+		if i := slices.Index(c.order, k); i >= 0 {
+			c.order = append(append(c.order[:i:i], c.order[i+1:]...), k)
+		}
 		c.mu.Unlock()
 		return p, nil
 	}

@@ -112,15 +112,6 @@ func (c Config) tryBuild(m mechanism, h float64) (*PLD, error) {
 
 func finitePos(x float64) bool { return x > 0 && !math.IsInf(x, 1) }
 
-// Identity returns the PLD of a mechanism that reveals nothing (loss 0).
-func (c Config) Identity() (*PLD, error) {
-	c, err := c.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	return &PLD{h: c.Interval, tail: c.Tail, maxBins: c.MaxBins, rem: &pmf{p: []float64{1}}}, nil
-}
-
 // Gaussian returns the PLD of Gaussian noise of standard deviation sigma on a
 // query of L2 sensitivity s (mu = s/sigma).
 func (c Config) Gaussian(sensitivity, sigma float64) (*PLD, error) {
@@ -201,9 +192,6 @@ func (c Config) Discrete(probs []float64, sensitivity int) (*PLD, error) {
 }
 
 // Package-level constructors with the default Config.
-
-// Identity returns the PLD of a mechanism that reveals nothing.
-func Identity() *PLD { p, _ := Config{}.Identity(); return p }
 
 // Gaussian is Config{}.Gaussian.
 func Gaussian(sensitivity, sigma float64) (*PLD, error) {
