@@ -41,7 +41,13 @@ func NoiseTVOf(c int) float64 { return float64(c) * NoiseTV }
 // neighbours by at most one grid step, so the sensitivity that counts is
 // S + g*sqrt(dim).
 func GaussianMu(sensitivity, sigma float64, dim int) float64 {
-	return (sensitivity + Grid(sigma)*math.Sqrt(float64(dim))) / sigma
+	return GridSensitivity(sensitivity, sigma, dim) / sigma
+}
+
+// GridSensitivity is the L2 sensitivity [Noise.AddGaussian] actually has on dim
+// coordinates of a quantity with sensitivity S: S + Grid(sigma)*sqrt(dim).
+func GridSensitivity(sensitivity, sigma float64, dim int) float64 {
+	return sensitivity + Grid(sigma)*math.Sqrt(float64(dim))
 }
 
 // GaussianSigma returns the smallest practical noise scale sigma such that

@@ -275,17 +275,14 @@ func (a *selectTopmAgg) plan() (*selectTopmPlan, error) {
 	if err := pl.mech.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
-	cRel := p.C
-	if p.CRelease != 0 {
-		cRel = p.CRelease
-	}
+	cRel := p.ReleaseBound()
 	pl.details = map[string]any{
 		"into": o.Into, "n": r.N, "n_public": true, "d": r.D, "m": p.M, "classes": p.Classes,
 		"score": p.Score, "c": p.C, "c_release": cRel, "labels": p.Labels,
 		"mu_select": pl.muSel, "mu_select_requested": p.MuSelect,
 		"mu_release": pl.muRel, "mu_release_requested": p.MuRelease,
 		"mu_labels": pl.muLab, "sigma_release": relM[0].Sigma,
-		"noise_tv": release.NoiseTVOf(selectCoords(p, r.D) + r.N*p.M),
+		"noise_tv":     release.NoiseTVOf(selectCoords(p, r.D) + r.N*p.M),
 		"components":   components,
 		"accounting":   "one replace_one gaussian: mu = sqrt((2 mu_select)^2 + mu_release^2 + mu_labels^2); the add/remove selection is 2 mu_select-GDP for a replacement (group privacy), composed adaptively with the replace-one release",
 		"source_rowid": "ordinal",

@@ -112,14 +112,13 @@ type Selection struct {
 	AllScores []float64
 	// Stats are the noisy statistics the scores were computed from.
 	Stats Stats
-	// Mechanisms describe the selection for the accountant; they equal
-	// p.SelectMechanisms(d).
-	Mechanisms []accountant.Mechanism
 }
 
 func finitePos(x float64) bool { return x > 0 && !math.IsInf(x, 1) }
 
-func (p Params) cRelease() float64 {
+// ReleaseBound is the L2 bound the m released features are clipped to:
+// CRelease, or C when CRelease is 0.
+func (p Params) ReleaseBound() float64 {
 	if p.CRelease == 0 {
 		return p.C
 	}
@@ -160,7 +159,7 @@ func (p Params) checkRelease() error {
 	if p.CRelease != 0 && !finitePos(p.CRelease) {
 		return fmt.Errorf("dfs: CRelease must be 0 (use C) or positive and finite, got %v", p.CRelease)
 	}
-	if !finitePos(p.cRelease()) {
+	if !finitePos(p.ReleaseBound()) {
 		return fmt.Errorf("dfs: clipping bound C must be positive and finite, got %v", p.C)
 	}
 	if !finitePos(p.MuRelease) {
@@ -238,7 +237,7 @@ func gaussianMech(sens, sigma float64, dim int, unit float64, neighbours string)
 	return accountant.Mechanism{
 		Kind:        accountant.KindGaussian,
 		Mu:          release.GaussianMu(sens, sigma, dim),
-		Sensitivity: (sens + release.Grid(sigma)*math.Sqrt(float64(dim))) * unit,
+		Sensitivity: release.GridSensitivity(sens, sigma, dim) * unit,
 		Sigma:       sigma * unit,
 		Neighbours:  neighbours,
 	}
@@ -290,7 +289,7 @@ func (p Params) ReleaseMechanisms() ([]accountant.Mechanism, error) {
 	if err != nil {
 		return nil, err
 	}
-	ms := []accountant.Mechanism{gaussianMech(2*p.cRelease(), sigma, p.M, 1, accountant.ReplaceOne)}
+	ms := []accountant.Mechanism{gaussianMech(2*p.ReleaseBound(), sigma, p.M, 1, accountant.ReplaceOne)}
 	if p.Labels == LabelsPrivate {
 		ms = append(ms, accountant.Mechanism{
 			Kind:       accountant.KindGaussian,
@@ -302,7 +301,7 @@ func (p Params) ReleaseMechanisms() ([]accountant.Mechanism, error) {
 }
 
 func (p Params) releaseSigma() (float64, error) {
-	sigma, err := release.GaussianSigma(2*p.cRelease(), p.MuRelease, p.M)
+	sigma, err := release.GaussianSigma(2*p.ReleaseBound(), p.MuRelease, p.M)
 	if err != nil {
 		return 0, fmt.Errorf("dfs: calibrating the release: %w", err)
 	}
@@ -339,17 +338,13 @@ func RandomizedResponseMu(eps float64) float64 {
 // clips each row to norm p.C, accumulates exact class-wise sums (and sums of
 // squares for ScoreT) and counts, adds Gaussian noise to them, and ranks the
 // features from the noisy statistics. It spends p.MuSelect under add/remove
-// neighbours (sel.Mechanisms). All errors are returned before any noise is
+// neighbours (see SelectMechanisms). All errors are returned before any noise is
 // drawn.
 func Select(noise *release.Noise, data Data, p Params) (Selection, error) {
 	if err := data.check(); err != nil {
 		return Selection{}, err
 	}
 	if err := p.checkSelect(data.D); err != nil {
-		return Selection{}, err
-	}
-	mechs, err := p.SelectMechanisms(data.D)
-	if err != nil {
 		return Selection{}, err
 	}
 	cal, err := p.selectCal(data.D)
@@ -374,7 +369,7 @@ func Select(noise *release.Noise, data Data, p Params) (Selection, error) {
 	}
 	scores := st.scores(p.Score)
 	idx := TopM(scores, p.M)
-	sel := Selection{Indices: idx, Scores: make([]float64, len(idx)), AllScores: scores, Stats: st, Mechanisms: mechs}
+	sel := Selection{Indices: idx, Scores: make([]float64, len(idx)), AllScores: scores, Stats: st}
 	for i, j := range idx {
 		sel.Scores[i] = scores[j]
 	}

@@ -74,7 +74,7 @@ func ReleaseRows(noise *release.Noise, data Data, sel Selection, p Params, emit 
 	for b := range bufs {
 		bufs[b] = buffer{make([]float32, releaseBlock*m), make([]int, releaseBlock)}
 	}
-	cr := p.cRelease()
+	cr := p.ReleaseBound()
 	for first := 0; first < nblocks; first += w {
 		nb := min(w, nblocks-first)
 		noises := make([]*release.Noise, nb)
