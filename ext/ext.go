@@ -11,6 +11,7 @@
 package ext
 
 import (
+	"context"
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
@@ -87,13 +88,28 @@ func DSN(path string) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }
 
-// Open opens the database file at path with the sqlite3_dp driver.
+// Open opens the database file at path with the sqlite3_dp driver; its
+// connections charge the default scope. It is OpenScope(context.Background(),
+// path, "").
 func Open(path string) (*sql.DB, error) {
-	db, err := sql.Open(DriverName, DSN(path))
+	return OpenScope(context.Background(), path, "")
+}
+
+// OpenScope opens the database file at path with the sqlite3_dp driver and
+// the DSN of [DSN], its connections charging the budget scope scope (the
+// dp_scope parameter; "" means the default scope). It opens one connection
+// (PingContext) before returning, so that a file that is not a database, or
+// cannot be opened, is reported by OpenScope, which then closes the *sql.DB.
+func OpenScope(ctx context.Context, path, scope string) (*sql.DB, error) {
+	dsn := DSN(path)
+	if scope != "" {
+		dsn += "&" + url.Values{"dp_scope": {scope}}.Encode()
+	}
+	db, err := sql.Open(DriverName, dsn)
 	if err != nil {
 		return nil, err
 	}
-	if err := db.Ping(); err != nil {
+	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -242,18 +241,5 @@ func openDB(ctx context.Context, path, scope string, create bool) (*sql.DB, erro
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	}
-	dsn := ext.DSN(path)
-	if scope != "" {
-		dsn += "&dp_scope=" + url.QueryEscape(scope)
-	}
-	db, err := sql.Open(ext.DriverName, dsn)
-	if err != nil {
-		return nil, err
-	}
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("opening %s: %w", path, err)
-	}
-	return db, nil
+	return ext.OpenScope(ctx, path, scope)
 }
