@@ -133,7 +133,7 @@ answer is first charged to a privacy budget, in a ledger inside the same file.
 	if err == nil {
 		return errors.New("demo: the over-budget query was not refused")
 	}
-	if !errors.Is(err, accountant.ErrBudget) && !strings.Contains(err.Error(), "budget exceeded") {
+	if !accountant.IsBudgetExceeded(err) {
 		return fmt.Errorf("demo: the over-budget query failed unexpectedly: %w", err)
 	}
 	say("refused: %s\n", err)
