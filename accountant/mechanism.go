@@ -2,6 +2,7 @@ package accountant
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 )
@@ -95,6 +96,9 @@ func (m Mechanism) Validate() error {
 		}
 		if m.Steps < 1 {
 			return fmt.Errorf("subsampled_gaussian: steps must be >= 1, got %d", m.Steps)
+		}
+		if m.Neighbours == ReplaceOne {
+			return errors.New("subsampled_gaussian: replace_one neighbours cannot be accounted (group privacy under Poisson sampling is not two composed add/remove steps); describe the release under add_remove")
 		}
 	case KindLaplace:
 		if !finitePos(m.Epsilon) {

@@ -124,15 +124,10 @@ func (c *rigComposition) epsilon(delta float64) (float64, error) {
 	return Epsilon(mu, delta)
 }
 
-var errRigReplaceSubsampled = errors.New("subsampled_gaussian: replace_one neighbours are not supported by the rigorous accountant (group privacy under Poisson sampling is not two composed add/remove steps); account the release under add_remove")
-
 // rigMechanismPLD returns the PLD of a non-Gaussian entry (all its steps),
 // from the memo when the same entry was seen recently.
 func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
 	k := rigMemoKey{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon, steps: int(m.steps())}
-	if m.Kind == KindSubsampledGaussian && m.Neighbours == ReplaceOne {
-		return nil, errRigReplaceSubsampled
-	}
 	return rigMemo.get(k, func() (*pld.PLD, error) {
 		var p *pld.PLD
 		var err error
@@ -231,9 +226,6 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 		if m.IsGaussian() {
 			c.addGaussian(m.GDPMu())
 			continue
-		}
-		if m.Kind == KindSubsampledGaussian && m.Neighbours == ReplaceOne {
-			return nil, fmt.Errorf("entry %d: %w", i, errRigReplaceSubsampled)
 		}
 		k := key{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon}
 		groups[k] += int(m.steps())
