@@ -317,25 +317,7 @@ func openSource(format string, in *input, o importOptions) (rowSource, error) {
 		if err != nil {
 			return src, err
 		}
-		s := scale(a.kind == 'u' && a.size == 1)
-		labels, err := readLabels(o.labels, a.Rows())
-		if err != nil {
-			return src, err
-		}
-		src.dim = a.Dim()
-		src.next = func(vec []float32) (int64, bool, error) {
-			i := a.done
-			if err := a.ReadRow(vec, s); err != nil {
-				return 0, false, err
-			}
-			if labels == nil {
-				return 0, false, nil
-			}
-			return labels[i], true, nil
-		}
-		if labels != nil {
-			src.labelled = filepath.Base(o.labels)
-		}
+		return arraySource(a, scale(a.kind == 'u' && a.size == 1), o.labels)
 	case "idx":
 		a, err := readIDX(in.r, in.size)
 		if err != nil {
@@ -344,30 +326,48 @@ func openSource(format string, in *input, o importOptions) (rowSource, error) {
 		if len(a.dims) < 2 {
 			return src, errors.New("idx: this is a labels file (one dimension): give the images file, and this one with --labels")
 		}
-		s := scale(true)
-		labels, err := readLabels(o.labels, a.Rows())
-		if err != nil {
-			return src, err
-		}
-		src.dim = a.Dim()
-		src.next = func(vec []float32) (int64, bool, error) {
-			i := a.done
-			if err := a.ReadRow(vec, s); err != nil {
-				return 0, false, err
-			}
-			if labels == nil {
-				return 0, false, nil
-			}
-			return labels[i], true, nil
-		}
-		if labels != nil {
-			src.labelled = filepath.Base(o.labels)
-		}
+		return arraySource(a, scale(true), o.labels)
 	default:
 		return src, usagef("unknown input format %q: use csv, npy or idx", format)
 	}
-	if src.dim == 0 {
+	if src.dim == 0 { // the npy and idx readers reject empty rows themselves
 		return src, errors.New("rows have dimension 0")
+	}
+	return src, nil
+}
+
+// arrayReader is what the npy and idx readers share: the shape, read from
+// the header, then the rows one at a time or the whole file as labels.
+type arrayReader interface {
+	Rows() int
+	Dim() int
+	// ReadRow reads the next row into dst (len Dim), each value times
+	// scale; io.EOF after the last row.
+	ReadRow(dst []float32, scale float64) error
+	ReadLabels() ([]int64, error)
+}
+
+// arraySource reads the rows of a, each value times scale, with the labels of
+// the file labelsPath ("" for none), which must hold one per row.
+func arraySource(a arrayReader, scale float64, labelsPath string) (rowSource, error) {
+	labels, err := readLabels(labelsPath, a.Rows())
+	if err != nil {
+		return rowSource{}, err
+	}
+	src := rowSource{dim: a.Dim()}
+	if labels != nil {
+		src.labelled = filepath.Base(labelsPath)
+	}
+	row := 0
+	src.next = func(vec []float32) (int64, bool, error) {
+		if err := a.ReadRow(vec, scale); err != nil {
+			return 0, false, err
+		}
+		row++
+		if labels == nil {
+			return 0, false, nil
+		}
+		return labels[row-1], true, nil
 	}
 	return src, nil
 }
@@ -383,28 +383,21 @@ func readLabels(path string, n int) ([]int64, error) {
 		return nil, fmt.Errorf("labels: %w", err)
 	}
 	defer in.close()
-	var labels []int64
+	var a arrayReader
 	switch sniffFormat(in.r) {
 	case "npy":
-		a, err := readNPY(in.r, in.size)
-		if err != nil {
-			return nil, fmt.Errorf("labels %s: %w", path, err)
-		}
-		labels, err = a.ReadLabels()
-		if err != nil {
-			return nil, fmt.Errorf("labels %s: %w", path, err)
-		}
+		a, err = readNPY(in.r, in.size)
 	case "idx":
-		a, err := readIDX(in.r, in.size)
-		if err != nil {
-			return nil, fmt.Errorf("labels %s: %w", path, err)
-		}
-		labels, err = a.ReadLabels()
-		if err != nil {
-			return nil, fmt.Errorf("labels %s: %w", path, err)
-		}
+		a, err = readIDX(in.r, in.size)
 	default:
 		return nil, fmt.Errorf("labels %s: not an .npy or IDX file", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("labels %s: %w", path, err)
+	}
+	labels, err := a.ReadLabels()
+	if err != nil {
+		return nil, fmt.Errorf("labels %s: %w", path, err)
 	}
 	if len(labels) != n {
 		return nil, fmt.Errorf("labels %s: %d labels for %d rows", path, len(labels), n)
