@@ -67,7 +67,7 @@ func readIDX(r io.Reader, total int64) (*idxReader, error) {
 	if a.rowLen == 0 {
 		return nil, fmt.Errorf("idx: dimensions %v make empty items", a.dims)
 	}
-	if total >= 0 && a.rowLen > 0 {
+	if total >= 0 {
 		data := total - 4 - 4*int64(nd)
 		if int64(a.rows) > data/int64(a.rowLen) {
 			return nil, fmt.Errorf("idx: dimensions %v need %d bytes of data, but the file holds %d", a.dims, int64(a.rows)*int64(a.rowLen), data)

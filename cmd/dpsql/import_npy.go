@@ -109,12 +109,9 @@ func readNPY(r io.Reader, total int64) (*npyReader, error) {
 	if a.rowLen == 0 {
 		return nil, fmt.Errorf("npy: shape %v makes empty rows", h.Shape)
 	}
-	if a.rowLen > maxRowLen {
-		return nil, fmt.Errorf("npy: rows of shape %v are too large", h.Shape[1:])
-	}
 	if total >= 0 {
 		want := pos + hlen
-		if a.rowLen > 0 && int64(a.rows) > (total-want)/int64(a.rowLen*a.size) {
+		if int64(a.rows) > (total-want)/int64(a.rowLen*a.size) {
 			return nil, fmt.Errorf("npy: shape %v needs %d rows of %d bytes, but the file holds %d bytes of data", h.Shape, a.rows, a.rowLen*a.size, total-want)
 		}
 	}

@@ -35,9 +35,6 @@ later: create a new scope instead.`,
 			if scope == "" && !fs.Changed("scope") {
 				scope = sqlfuncs.DefaultScope
 			}
-			if !hasEps {
-				epsilon = 0
-			}
 			b, err := accountant.NewBudget(scope, mu, epsilon, delta)
 			if err != nil {
 				return usagef("init: %v", err)

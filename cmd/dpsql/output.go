@@ -268,6 +268,8 @@ func csvCell(v any) string {
 	return plainCell(v)
 }
 
+// plainCell formats the values every output format prints alike; its callers
+// (tableCell, csvCell, appendJSON) handle NULL, BLOBs and floats themselves.
 func plainCell(v any) string {
 	switch x := v.(type) {
 	case int64:
@@ -278,12 +280,6 @@ func plainCell(v any) string {
 		return strconv.FormatBool(x)
 	case time.Time:
 		return x.Format(time.RFC3339Nano)
-	case float64:
-		return exactFloat(x)
-	case []byte:
-		return string(x)
-	case nil:
-		return ""
 	}
 	return fmt.Sprint(v)
 }
