@@ -23,8 +23,6 @@ type idxReader struct {
 	rowLen int
 	done   int
 	buf    []byte
-	scale  float64
-	table  *[256]float32 // byte -> float32(byte * scale)
 }
 
 // readIDX reads the header of an IDX stream of unsigned bytes. total is the
@@ -92,14 +90,8 @@ func (a *idxReader) ReadRow(dst []float32, scale float64) error {
 		return fmt.Errorf("idx: item %d: %w", a.done, noEOF(err))
 	}
 	a.done++
-	if a.scale != scale || a.table == nil {
-		a.scale, a.table = scale, new([256]float32)
-		for i := range a.table {
-			a.table[i] = float32(float64(i) * scale)
-		}
-	}
 	for i, x := range b {
-		dst[i] = a.table[x]
+		dst[i] = float32(float64(x) * scale)
 	}
 	return nil
 }
