@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpsql/dpsql/internal/idx"
 	"github.com/dpsql/dpsql/sqlfuncs"
 	"github.com/spf13/cobra"
 )
@@ -319,11 +320,11 @@ func openSource(format string, in *input, o importOptions) (rowSource, error) {
 		}
 		return arraySource(a, scale(a.kind == 'u' && a.size == 1), o.labels)
 	case "idx":
-		a, err := readIDX(in.r, in.size)
+		a, err := idx.NewReader(in.r, in.size)
 		if err != nil {
 			return src, err
 		}
-		if len(a.dims) < 2 {
+		if len(a.Dims()) < 2 {
 			return src, errors.New("idx: this is a labels file (one dimension): give the images file, and this one with --labels")
 		}
 		return arraySource(a, scale(true), o.labels)
@@ -388,7 +389,7 @@ func readLabels(path string, n int) ([]int64, error) {
 	case "npy":
 		a, err = readNPY(in.r, in.size)
 	case "idx":
-		a, err = readIDX(in.r, in.size)
+		a, err = idx.NewReader(in.r, in.size)
 	default:
 		return nil, fmt.Errorf("labels %s: not an .npy or IDX file", path)
 	}

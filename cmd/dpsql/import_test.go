@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsql/dpsql/internal/idx"
 	"github.com/dpsql/dpsql/sqlfuncs"
 	_ "github.com/mattn/go-sqlite3"
 )
@@ -133,8 +134,8 @@ func TestImportNPY(t *testing.T) {
 
 func TestImportIDX(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "idx.db")
-	images := writeBytes(t, "train-images-idx3-ubyte.gz", gz(t, idxBytes([]int{2, 2, 2}, []byte{0, 255, 51, 102, 255, 255, 0, 0})))
-	labels := writeBytes(t, "train-labels-idx1-ubyte", idxBytes([]int{2}, []byte{7, 3}))
+	images := writeBytes(t, "train-images-idx3-ubyte.gz", gz(t, idx.Encode([]int{2, 2, 2}, []byte{0, 255, 51, 102, 255, 255, 0, 0})))
+	labels := writeBytes(t, "train-labels-idx1-ubyte", idx.Encode([]int{2}, []byte{7, 3}))
 	out := mustRun(t, "import", db, "mnist", images, "--labels", labels)
 	if !strings.Contains(out, "imported 2 rows of dimension 4 into mnist (idx") {
 		t.Fatalf("import output: %s", out)
@@ -144,7 +145,7 @@ func TestImportIDX(t *testing.T) {
 		t.Fatalf("table mnist = %v, want %v", got, want)
 	}
 	mustFail(t, 1, "this is a labels file", "import", db, "oops", labels)
-	mustFail(t, 1, "3 labels for 2 rows", "import", db, "oops", images, "--labels", writeBytes(t, "l3", idxBytes([]int{3}, []byte{1, 2, 3})))
+	mustFail(t, 1, "3 labels for 2 rows", "import", db, "oops", images, "--labels", writeBytes(t, "l3", idx.Encode([]int{3}, []byte{1, 2, 3})))
 	mustFail(t, 1, "not an .npy or IDX file", "import", db, "oops", images, "--labels", writeFile(t, "l.csv", "1\n2\n"))
 }
 

@@ -77,7 +77,6 @@ package main
 import (
 	"bufio"
 	"compress/gzip"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -99,6 +98,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/internal/idx"
 	"github.com/dpsql/dpsql/release"
 	"github.com/dpsql/dpsql/release/avgmix"
 )
@@ -398,68 +398,67 @@ func loadFashion(dir string) (train, test *images, err error) {
 	return train, test, nil
 }
 
-// openGz opens a gzipped file and reads its big-endian uint32 header words.
-func openGz(path string, words int) (io.Reader, func() error, []uint32, error) {
+// openIDX opens a gzipped IDX file and reads its header.
+func openIDX(path string) (*idx.Reader, func() error, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	z, err := gzip.NewReader(bufio.NewReaderSize(f, 1<<20))
 	if err != nil {
 		f.Close()
-		return nil, nil, nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	hdr := make([]uint32, words)
-	if err := binary.Read(z, binary.BigEndian, hdr); err != nil {
+	r, err := idx.NewReader(z, -1)
+	if err != nil {
 		f.Close()
-		return nil, nil, nil, fmt.Errorf("%s: header: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return z, f.Close, hdr, nil
+	return r, f.Close, nil
 }
 
 // readIDXImages reads an IDX3 file of unsigned bytes (magic 0x00000803) and
 // returns its pixels divided by 255.
 func readIDXImages(path string) (x []float32, n, d int, err error) {
-	z, closeFn, hdr, err := openGz(path, 4)
+	r, closeFn, err := openIDX(path)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	defer closeFn()
-	if hdr[0] != 0x00000803 {
-		return nil, 0, 0, fmt.Errorf("%s: magic %#08x, want 0x00000803", path, hdr[0])
+	dims := r.Dims()
+	if len(dims) != 3 {
+		return nil, 0, 0, fmt.Errorf("%s: %d dimensions, want 3 (magic 0x00000803)", path, len(dims))
 	}
-	n, d = int(hdr[1]), int(hdr[2])*int(hdr[3])
-	if n < 1 || d < 1 || n > 1<<24 || d > 1<<20 {
-		return nil, 0, 0, fmt.Errorf("%s: implausible shape %d x %d x %d", path, hdr[1], hdr[2], hdr[3])
-	}
-	raw := make([]byte, n*d)
-	if _, err := io.ReadFull(z, raw); err != nil {
-		return nil, 0, 0, fmt.Errorf("%s: %w", path, err)
+	n, d = r.Rows(), r.Dim()
+	if n < 1 || n > 1<<24 || d > 1<<20 {
+		return nil, 0, 0, fmt.Errorf("%s: implausible shape %d x %d x %d", path, dims[0], dims[1], dims[2])
 	}
 	x = make([]float32, n*d)
-	for i, b := range raw {
-		x[i] = float32(b) / 255
+	for i := range n {
+		if err := r.ReadRow(x[i*d:(i+1)*d], 1.0/255); err != nil {
+			return nil, 0, 0, fmt.Errorf("%s: %w", path, err)
+		}
 	}
 	return x, n, d, nil
 }
 
 // readIDXLabels reads an IDX1 file of unsigned bytes (magic 0x00000801).
 func readIDXLabels(path string) ([]uint8, error) {
-	z, closeFn, hdr, err := openGz(path, 2)
+	r, closeFn, err := openIDX(path)
 	if err != nil {
 		return nil, err
 	}
 	defer closeFn()
-	if hdr[0] != 0x00000801 {
-		return nil, fmt.Errorf("%s: magic %#08x, want 0x00000801", path, hdr[0])
-	}
-	n := int(hdr[1])
-	if n < 1 || n > 1<<24 {
+	if n := r.Rows(); n < 1 || n > 1<<24 {
 		return nil, fmt.Errorf("%s: implausible count %d", path, n)
 	}
-	labels := make([]uint8, n)
-	if _, err := io.ReadFull(z, labels); err != nil {
+	all, err := r.ReadLabels()
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	labels := make([]uint8, len(all))
+	for i, l := range all {
+		labels[i] = uint8(l)
 	}
 	return labels, nil
 }

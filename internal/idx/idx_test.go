@@ -1,26 +1,16 @@
-package main
+package idx
 
 import (
 	"bytes"
-	"encoding/binary"
 	"io"
 	"reflect"
 	"strings"
 	"testing"
 )
 
-// idxBytes encodes unsigned bytes as an IDX file with the given dimensions.
-func idxBytes(dims []int, data []byte) []byte {
-	b := []byte{0, 0, idxUbyte, byte(len(dims))}
-	for _, d := range dims {
-		b = binary.BigEndian.AppendUint32(b, uint32(d))
-	}
-	return append(b, data...)
-}
-
 func TestReadIDX(t *testing.T) {
-	data := idxBytes([]int{2, 2, 3}, []byte{0, 51, 255, 1, 2, 3, 10, 20, 30, 40, 50, 60})
-	a, err := readIDX(bytes.NewReader(data), int64(len(data)))
+	data := Encode([]int{2, 2, 3}, []byte{0, 51, 255, 1, 2, 3, 10, 20, 30, 40, 50, 60})
+	a, err := NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +28,8 @@ func TestReadIDX(t *testing.T) {
 		t.Fatalf("after the last row: %v", err)
 	}
 
-	labels := idxBytes([]int{3}, []byte{5, 0, 9})
-	l, err := readIDX(bytes.NewReader(labels), -1)
+	labels := Encode([]int{3}, []byte{5, 0, 9})
+	l, err := NewReader(bytes.NewReader(labels), -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,19 +49,19 @@ func TestReadIDXErrors(t *testing.T) {
 		{"float", []byte{0, 0, 0x0d, 1, 0, 0, 0, 1, 0, 0, 0, 0}, "element type 0x0d is not supported"},
 		{"no dims", []byte{0, 0, 8, 0}, "zero dimensions"},
 		{"short dims", []byte{0, 0, 8, 3, 0, 0, 0, 1}, "reading dimension 1"},
-		{"truncated", idxBytes([]int{3, 2}, []byte{1, 2, 3}), "the file holds 3"},
-		{"empty items", idxBytes([]int{1 << 30, 0}, nil), "make empty items"},
-		{"huge", idxBytes([]int{1, 1 << 16, 1 << 16}, nil), "too large"},
+		{"truncated", Encode([]int{3, 2}, []byte{1, 2, 3}), "the file holds 3"},
+		{"empty items", Encode([]int{1 << 30, 0}, nil), "make empty items"},
+		{"huge", Encode([]int{1, 1 << 16, 1 << 16}, nil), "too large"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := readIDX(bytes.NewReader(tc.data), int64(len(tc.data)))
+			_, err := NewReader(bytes.NewReader(tc.data), int64(len(tc.data)))
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("error %v, want %q", err, tc.err)
 			}
 		})
 	}
 	// With an unknown size (gzip) a short file fails at the missing item.
-	a, err := readIDX(bytes.NewReader(idxBytes([]int{2, 2}, []byte{1, 2, 3})), -1)
+	a, err := NewReader(bytes.NewReader(Encode([]int{2, 2}, []byte{1, 2, 3})), -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +72,7 @@ func TestReadIDXErrors(t *testing.T) {
 	if err := a.ReadRow(row, 1); err == nil || !strings.Contains(err.Error(), "item 1") {
 		t.Fatalf("short item: %v", err)
 	}
-	l, _ := readIDX(bytes.NewReader(idxBytes([]int{2, 2}, []byte{1, 2, 3, 4})), -1)
+	l, _ := NewReader(bytes.NewReader(Encode([]int{2, 2}, []byte{1, 2, 3, 4})), -1)
 	if _, err := l.ReadLabels(); err == nil || !strings.Contains(err.Error(), "one dimension") {
 		t.Fatalf("labels of two dimensions: %v", err)
 	}
@@ -91,12 +81,12 @@ func TestReadIDXErrors(t *testing.T) {
 // FuzzReadIDX checks that no input makes the reader panic or claim more data
 // than the input holds.
 func FuzzReadIDX(f *testing.F) {
-	f.Add(idxBytes([]int{2, 2, 2}, []byte{1, 2, 3, 4, 5, 6, 7, 8}))
-	f.Add(idxBytes([]int{3}, []byte{1, 2, 3}))
-	f.Add(idxBytes([]int{1, 0}, nil))
+	f.Add(Encode([]int{2, 2, 2}, []byte{1, 2, 3, 4, 5, 6, 7, 8}))
+	f.Add(Encode([]int{3}, []byte{1, 2, 3}))
+	f.Add(Encode([]int{1, 0}, nil))
 	f.Add([]byte{0, 0, 8, 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		a, err := readIDX(bytes.NewReader(data), int64(len(data)))
+		a, err := NewReader(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
 			return
 		}
