@@ -149,7 +149,7 @@ func main() {
 	o := defaultOptions()
 	flag.StringVar(&o.DataDir, "data", o.DataDir, "directory of the gzipped Fashion-MNIST IDX files")
 	flag.BoolVar(&o.Synthetic, "synthetic", false, "use generated data of the same shape even if -data exists")
-	musFlag := flag.String("mus", "0.5,1,2,4,8", "comma-separated GDP budgets mu")
+	musFlag := flag.String("mus", formatFloats(o.Mus), "comma-separated GDP budgets mu")
 	flag.IntVar(&o.FixedM, "m", o.FixedM, "also release with this fixed mixup degree (0: only the default m*)")
 	flag.Float64Var(&o.Delta, "delta", o.Delta, "delta of the (epsilon, delta) budget")
 	flag.Uint64Var(&o.Seed, "seed", o.Seed, "noise seed: the m* release at the i-th budget uses seed*65536+2i, the fixed-m one seed*65536+2i+1 (0: crypto/rand noise); also seeds generated data")
@@ -758,6 +758,15 @@ func commandLine() string {
 		parts = append(parts, a)
 	}
 	return strings.Join(parts, " ")
+}
+
+// formatFloats writes xs as parseFloats reads them.
+func formatFloats(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return strings.Join(s, ",")
 }
 
 func parseFloats(s string) ([]float64, error) {

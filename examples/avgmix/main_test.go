@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -111,5 +112,15 @@ func TestLoadFashion(t *testing.T) {
 	}
 	if _, _, err := loadFashion(dir); err == nil || errors.Is(err, errNoData) {
 		t.Errorf("missing file: %v, want an error other than errNoData", err)
+	}
+}
+
+// TestMusDefault checks that the -mus default, written from the options,
+// parses back to them.
+func TestMusDefault(t *testing.T) {
+	want := defaultOptions().Mus
+	got, err := parseFloats(formatFloats(want))
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("parseFloats(%q) = %v, %v; want %v", formatFloats(want), got, err, want)
 	}
 }
