@@ -33,10 +33,9 @@ var (
 // coordinate-wise from (1-c) delta_0 + c Laplace(0, 1/2) (density
 // proportional to exp(-2|x|)).
 type model struct {
-	p          int
-	sd0, sd1   []float64
-	mean1      []float64
-	supportAbs []float64 // |mean1|, for reference
+	p        int
+	sd0, sd1 []float64
+	mean1    []float64
 }
 
 func newModel(r *mrand.Rand, p int, varMean, c float64) model {
@@ -98,8 +97,9 @@ func (c config) budget(muTotal float64) (muSelect, muRelease float64) {
 func (c config) cRelease(m int) float64 { return c.CReleasePerFeature * math.Sqrt(float64(m)) }
 
 // runOne returns the test error of method with m features at total budget
-// muTotal (replace-one GDP; ignored by the noise-free methods).
-func (c config) runOne(noise *release.Noise, train, test dfs.Data, method string, m int, muTotal float64) (float64, error) {
+// muTotal (replace-one GDP; ignored by the noise-free methods). ranking is
+// exactDistanceRanking(train), which the exact-means methods keep the top m of.
+func (c config) runOne(noise *release.Noise, train, test dfs.Data, ranking []int, method string, m int, muTotal float64) (float64, error) {
 	var idx []int
 	muRelease := muTotal
 	cr := c.cRelease(m)
@@ -122,12 +122,12 @@ func (c config) runOne(noise *release.Noise, train, test dfs.Data, method string
 			idx[i] = i
 		}
 	case methodExactDFS, methodClean:
-		idx = exactDistanceRanking(train)[:m]
+		idx = ranking[:m]
 	default:
 		return 0, fmt.Errorf("unknown method %q", method)
 	}
-	var xs []float32
-	var ys []int
+	xs := make([]float32, 0, train.N*m) // one row of m features per training row
+	ys := make([]int, 0, train.N)
 	clean := method == methodClean || method == methodCleanAll
 	if clean {
 		for i := 0; i < train.N; i++ {
@@ -325,9 +325,10 @@ func (c config) repetition(rep int, grid []cell) ([]float64, error) {
 	mod := newModel(r, c.P, c.VarMean, c.C)
 	train := mod.sample(r, c.NTrain)
 	test := mod.sample(r, c.NTest)
+	ranking := exactDistanceRanking(train)
 	out := make([]float64, len(grid))
 	for i, g := range grid {
-		e, err := c.runOne(noise, train, test, g.method, g.m, g.mu)
+		e, err := c.runOne(noise, train, test, ranking, g.method, g.m, g.mu)
 		if err != nil {
 			return nil, fmt.Errorf("%s, m = %d, mu = %g: %w", g.method, g.m, g.mu, err)
 		}
