@@ -139,6 +139,7 @@ func compactParams(params string) string {
 	delete(m, "mechanism")
 	delete(m, "mu")
 	delete(m, "grid")
+	delete(m, "noise_tv") // bookkeeping, in csv and json; the table is a summary
 	first := []string{"sensitivity", "sigma", "q", "steps", "epsilon", "n", "dim"}
 	rank := func(k string) int {
 		if i := slices.Index(first, k); i >= 0 {
