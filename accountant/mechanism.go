@@ -13,6 +13,7 @@ const (
 	KindSubsampledGaussian = "subsampled_gaussian" // Poisson-subsampled Gaussian: Q, Sigma (noise multiplier), Steps
 	KindLaplace            = "laplace"             // Laplace noise: Sensitivity and Epsilon (= sensitivity/scale)
 	KindExternal           = "external"            // a spend made outside dpsql, given as Mu (gdp_spend)
+	KindComposite          = "composite"           // several mechanisms charged as one entry: Parts, composed
 )
 
 // Neighbour notions. Budgets are stated for add/remove neighbours. A
@@ -40,6 +41,11 @@ type Mechanism struct {
 	Steps       int     `json:"steps,omitempty"`       // number of compositions (default 1)
 	Epsilon     float64 `json:"epsilon,omitempty"`     // laplace: sensitivity/scale
 	Neighbours  string  `json:"neighbours,omitempty"`  // add_remove (default) or replace_one
+	// Parts are the mechanisms of a composite entry (Kind "composite"), one
+	// release whose pieces are charged together in one ledger row: they are
+	// composed exactly as if each were its own entry. Parts are not nested
+	// and share one neighbour relation; the composite's other fields are unset.
+	Parts []Mechanism `json:"parts,omitempty"`
 }
 
 // ParseMechanism decodes and validates a JSON mechanism description.
@@ -64,6 +70,9 @@ func finitePos(x float64) bool { return x > 0 && !math.IsInf(x, 1) }
 
 // Validate reports whether the description is complete and in range.
 func (m Mechanism) Validate() error {
+	if m.Kind != KindComposite && m.Parts != nil {
+		return fmt.Errorf("%s: parts belong to composite entries only", m.Kind)
+	}
 	if m.Steps < 0 {
 		return fmt.Errorf("%s: steps must be >= 1, got %d", m.Kind, m.Steps)
 	}
@@ -104,12 +113,50 @@ func (m Mechanism) Validate() error {
 		if !finitePos(m.Epsilon) {
 			return fmt.Errorf("laplace: epsilon must be positive and finite, got %v", m.Epsilon)
 		}
+	case KindComposite:
+		return m.validateComposite()
 	case "":
-		return fmt.Errorf("mechanism kind is missing (want one of gaussian, subsampled_gaussian, laplace, external)")
+		return fmt.Errorf("mechanism kind is missing (want one of gaussian, subsampled_gaussian, laplace, external, composite)")
 	default:
-		return fmt.Errorf("unknown mechanism %q (want one of gaussian, subsampled_gaussian, laplace, external)", m.Kind)
+		return fmt.Errorf("unknown mechanism %q (want one of gaussian, subsampled_gaussian, laplace, external, composite)", m.Kind)
 	}
 	return nil
+}
+
+// validateComposite checks a composite entry: at least one part, each valid
+// and not itself composite, all under one neighbour relation (the
+// composite's, if it states one), and no other field set.
+func (m Mechanism) validateComposite() error {
+	if len(m.Parts) == 0 {
+		return errors.New("composite: parts must hold at least one mechanism")
+	}
+	if m.Mu != 0 || m.Sensitivity != 0 || m.Sigma != 0 || m.Q != 0 || m.Steps != 0 || m.Epsilon != 0 {
+		return errors.New("composite: only parts (and neighbours) may be set; the parts carry the parameters")
+	}
+	rel := neighboursOf(m.Neighbours)
+	for i, p := range m.Parts {
+		if p.Kind == KindComposite {
+			return fmt.Errorf("composite: part %d is itself composite; list its parts instead", i+1)
+		}
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("composite: part %d: %w", i+1, err)
+		}
+		if i == 0 && m.Neighbours == "" {
+			rel = neighboursOf(p.Neighbours)
+		}
+		if neighboursOf(p.Neighbours) != rel {
+			return fmt.Errorf("composite: part %d is stated for %s neighbours, the entry for %s; parts share one neighbour relation", i+1, neighboursOf(p.Neighbours), rel)
+		}
+	}
+	return nil
+}
+
+// neighboursOf names a neighbour relation, "" meaning add_remove.
+func neighboursOf(s string) string {
+	if s == "" {
+		return AddRemove
+	}
+	return s
 }
 
 func (m Mechanism) steps() float64 {
@@ -120,7 +167,8 @@ func (m Mechanism) steps() float64 {
 }
 
 // IsGaussian reports whether m is exactly GDP (a Gaussian or an external mu
-// spend), so that GDP composition is exact for it.
+// spend), so that GDP composition is exact for it. A composite entry is not:
+// the rigorous accountant composes its parts one by one.
 func (m Mechanism) IsGaussian() bool {
 	return m.Kind == KindGaussian || m.Kind == KindExternal
 }
@@ -130,7 +178,8 @@ func (m Mechanism) IsGaussian() bool {
 // central-limit value q sqrt(T) sqrt(e^(1/sigma^2) - 1) (Bu, Dong, Long, Su 2020;
 // seed 003 Theorem E.2), which is asymptotic only and never used alone for a
 // budget decision; for Laplace no finite mu dominates in general, so +Inf is
-// returned and the rigorous accountant decides. Replace-one entries are charged
+// returned and the rigorous accountant decides. A composite entry has
+// sqrt(sum of its parts' mu^2) (+Inf if any part's is). Replace-one entries are charged
 // as stated (see ReplaceOne).
 func (m Mechanism) GDPMu() float64 {
 	var mu float64
@@ -146,6 +195,17 @@ func (m Mechanism) GDPMu() float64 {
 		mu = m.Mu * math.Sqrt(m.steps())
 	case KindSubsampledGaussian:
 		mu = m.Q * math.Sqrt(m.steps()) * math.Sqrt(math.Expm1(1/(m.Sigma*m.Sigma)))
+	case KindComposite:
+		// GDP composes by the sum of squares; +Inf if any part has no finite mu.
+		var sq float64
+		for _, p := range m.Parts {
+			pm := p.GDPMu()
+			if math.IsInf(pm, 1) {
+				return math.Inf(1)
+			}
+			sq += pm * pm
+		}
+		mu = math.Sqrt(sq)
 	default:
 		return math.Inf(1)
 	}

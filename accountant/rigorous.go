@@ -24,6 +24,8 @@ import (
 //     entries, converted exactly with Delta/Epsilon).
 //   - laplace: Laplace noise with sensitivity/scale = Epsilon, composed Steps
 //     times.
+//   - composite: each part as if it were its own entry (one ledger row, one
+//     count).
 //   - subsampled_gaussian: Poisson rate Q, noise multiplier Sigma, Steps
 //     steps, both directions kept. Replace-one is refused: a replace-one
 //     neighbour under Poisson sampling is not two composed add/remove steps
@@ -124,7 +126,16 @@ func (c *rigComposition) epsilon(delta float64) (float64, error) {
 	return Epsilon(mu, delta)
 }
 
-// rigMechanismPLD returns the PLD of a non-Gaussian entry (all its steps),
+// components returns the mechanisms an entry composes: a composite's parts,
+// or the entry itself.
+func (m Mechanism) components() []Mechanism {
+	if m.Kind == KindComposite {
+		return m.Parts
+	}
+	return []Mechanism{m}
+}
+
+// rigMechanismPLD returns the PLD of a non-Gaussian, non-composite entry (all its steps),
 // from the memo when the same entry was seen recently.
 func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
 	k := rigMemoKey{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon, steps: int(m.steps())}
@@ -218,17 +229,19 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 		eps      float64
 	}
 	groups := map[key]int{}
-	for i, m := range ms {
-		if err := m.Validate(); err != nil {
+	for i, e := range ms {
+		if err := e.Validate(); err != nil {
 			return nil, fmt.Errorf("entry %d: %w", i, err)
 		}
 		c.count++
-		if m.IsGaussian() {
-			c.addGaussian(m.GDPMu())
-			continue
+		for _, m := range e.components() {
+			if m.IsGaussian() {
+				c.addGaussian(m.GDPMu())
+				continue
+			}
+			k := key{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon}
+			groups[k] += int(m.steps())
 		}
-		k := key{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon}
-		groups[k] += int(m.steps())
 	}
 	keys := make([]key, 0, len(groups))
 	for k := range groups {
@@ -298,23 +311,28 @@ func ComposeInto(cached []byte, m Mechanism) ([]byte, error) {
 		return nil, err
 	}
 	c.count++
-	var p *pld.PLD
-	switch {
-	case m.IsGaussian() && c.pld == nil:
-		c.addGaussian(m.GDPMu()) // still exactly Gaussian: stay exact
-		return c.encode()
-	case m.IsGaussian():
-		p, err = rigGaussianPLD(m.GDPMu())
-	default:
-		p, err = rigMechanismPLD(m)
-	}
-	if err != nil {
-		return nil, err
+	for _, part := range m.components() { // a composite entry: each part in turn
+		var p *pld.PLD
+		switch {
+		case part.IsGaussian() && c.pld == nil:
+			c.addGaussian(part.GDPMu()) // still exactly Gaussian: stay exact
+			continue
+		case part.IsGaussian():
+			p, err = rigGaussianPLD(part.GDPMu())
+		default:
+			p, err = rigMechanismPLD(part)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if c.pld == nil {
+			c.pld = p
+		} else if c.pld, err = c.pld.Compose(p); err != nil {
+			return nil, err
+		}
 	}
 	if c.pld == nil {
-		c.pld = p
-	} else if c.pld, err = c.pld.Compose(p); err != nil {
-		return nil, err
+		return c.encode()
 	}
 	// Fold the Gaussian part into the PLD, so that a query needs no
 	// convolution.

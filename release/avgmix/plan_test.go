@@ -3,6 +3,7 @@ package avgmix
 import (
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -213,7 +214,7 @@ func TestPlanCalibration(t *testing.T) {
 			t.Errorf("%+v: sigma_y/sigma_x = %v, lambda %v", tc, r, plan.Lambda)
 		}
 		want := accountant.Mechanism{Kind: accountant.KindSubsampledGaussian, Q: float64(plan.M) / float64(tc.n), Sigma: plan.SigmaTarget, Steps: tc.T}
-		if plan.Mechanism != want {
+		if !reflect.DeepEqual(plan.Mechanism, want) {
 			t.Errorf("%+v: mechanism %+v, want %+v", tc, plan.Mechanism, want)
 		}
 		if err := plan.check(); err != nil {
@@ -288,7 +289,7 @@ func TestHierarchicalPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps, _ := NewPlan(nil, n, 8, k, Params{T: 500, M: m, Mu: 1})
-	if p1.Mechanism != ps.Mechanism {
+	if !reflect.DeepEqual(p1.Mechanism, ps.Mechanism) {
 		t.Errorf("hierarchical with p = 1: %+v, Poisson: %+v", p1.Mechanism, ps.Mechanism)
 	}
 	// Many classes: several words per output.
