@@ -4,7 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"time"
+	"math"
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/release"
@@ -25,6 +25,7 @@ type avgmixOptions struct {
 	Mu       *float64 `json:"mu"`
 	Epsilon  *float64 `json:"epsilon"`
 	Delta    *float64 `json:"delta"`
+	N        *int     `json:"n"`
 	T        *int     `json:"T"`
 	M        *int     `json:"m"`
 	Lambda   *float64 `json:"lambda"`
@@ -36,9 +37,32 @@ type avgmixOptions struct {
 	Seed     *uint64  `json:"seed"`
 }
 
+// countShare is the share of mu that dp_avgmix spends on its noisy row count
+// when the caller asserts no n: mu_n = countShare * mu (sensitivity 1).
+const countShare = 0.05
+
+// Where n comes from, as recorded in the ledger row and the summary.
+const (
+	nAsserted   = "asserted"    // option "n": a public figure the caller asserts
+	nNoisyCount = "noisy_count" // a charged noisy count of the rows
+)
+
 // avgmixAgg is the dp_avgmix(features, label, options) aggregate: it buffers
 // the rows, then releases T noisy mixup averages into a new table, charged in
 // the same transaction.
+//
+// Sizes are public, never read from the data: the inclusion rate is q = m/n
+// with n the caller's asserted figure (option "n"), T defaults to n and m to
+// m*(n, T, mu). Poisson sampling at a fixed public q with the fixed divisor m
+// is add/remove-DP whatever the true number of rows, so the true count is
+// never compared with n, reported, or used for the number of released rows.
+// Without "n", mu_n = 0.05 mu buys a noisy count c (Gaussian, sensitivity 1),
+// n = max(m, round(c)), and the release is calibrated so that the count and
+// the release together, charged as one composite entry, meet the requested
+// budget at the scope's delta (or the given delta). Once the count is drawn,
+// something is always charged: the composite, or, if it is refused or fails,
+// the count alone, so that no refusal reveals anything about the count for
+// free.
 type avgmixAgg struct {
 	c    *Conn
 	rows vectorRows
@@ -50,105 +74,138 @@ func (a *avgmixAgg) Step(features, label, opts any) (err error) {
 	return a.rows.add(features, label, opts)
 }
 
+// avgmixRequest is everything dp_avgmix decides from public inputs before it
+// looks at the number of rows.
+type avgmixRequest struct {
+	o          avgmixOptions
+	noise      *release.Noise
+	k          int
+	y          []float32
+	mu, eps    float64 // the budget of the whole call
+	delta      float64 // where it is calibrated
+	scopeDelta float64
+	p          avgmix.Params
+}
+
 func (a *avgmixAgg) Done() (out string, err error) {
 	const fn = "dp_avgmix"
 	defer guard(fn, &err)
-	start := time.Now()
 	r := &a.rows
 	if err := r.finish(a.c); err != nil {
 		return "", err
 	}
 	if r.N == 0 {
+		// An aggregate learns its options from its first row: with none,
+		// there is nothing to plan with.
 		return "", fmt.Errorf("%s: no rows to release (empty input)", fn)
 	}
-	var o avgmixOptions
-	if err := decodeOptions(fn, r.opts, &o); err != nil {
-		return "", err
-	}
-	if _, err := outputTable(fn, nil, o.Into); err != nil {
-		return "", err
-	}
-	noise, err := seededNoise(fn, o.Seed)
+	req, err := a.request()
 	if err != nil {
 		return "", err
 	}
-	if noise == nil {
-		noise = a.c.noise
+	if req.o.N != nil {
+		return a.releaseAsserted(req)
+	}
+	return a.releaseNoisyCount(req)
+}
+
+// request checks the options and the budget; nothing here depends on the
+// number of rows.
+func (a *avgmixAgg) request() (*avgmixRequest, error) {
+	const fn = "dp_avgmix"
+	r := &a.rows
+	req := &avgmixRequest{}
+	o := &req.o
+	if err := decodeOptions(fn, r.opts, o); err != nil {
+		return nil, err
+	}
+	if _, err := outputTable(fn, nil, o.Into); err != nil {
+		return nil, err
+	}
+	var err error
+	if req.noise, err = seededNoise(fn, o.Seed); err != nil {
+		return nil, err
+	}
+	if req.noise == nil {
+		req.noise = a.c.noise
 	}
 	// Labels: class ids become one-hot vectors over the public K classes. K is
 	// never taken from the data: the largest label present would reveal its row.
-	k := r.K
+	req.k = r.K
 	switch {
 	case r.Classes != nil && o.Classes == nil:
-		return "", fmt.Errorf("%s: option \"classes\" (the public number of classes K; labels lie in 0..K-1) is required for INTEGER labels: taking it from the largest label present would reveal that label's row", fn)
+		return nil, fmt.Errorf("%s: option \"classes\" (the public number of classes K; labels lie in 0..K-1) is required for INTEGER labels: taking it from the largest label present would reveal that label's row", fn)
 	case r.Classes == nil && o.Classes != nil:
-		return "", fmt.Errorf("%s: option \"classes\" applies to INTEGER labels; these labels are vectors of length %d", fn, r.K)
+		return nil, fmt.Errorf("%s: option \"classes\" applies to INTEGER labels; these labels are vectors of length %d", fn, r.K)
 	case o.Classes != nil:
 		if *o.Classes < 1 {
-			return "", fmt.Errorf("%s: classes must be >= 1, got %d", fn, *o.Classes)
+			return nil, fmt.Errorf("%s: classes must be >= 1, got %d", fn, *o.Classes)
 		}
 		if err := r.checkClasses(fn, *o.Classes); err != nil {
-			return "", err
+			return nil, err
 		}
-		k = *o.Classes
+		req.k = *o.Classes
 	}
-	y := r.Y
+	req.y = r.Y
 	if r.Classes != nil {
-		y = make([]float32, r.N*k)
+		req.y = make([]float32, r.N*req.k)
 		for i, c := range r.Classes {
-			y[i*k+c] = 1
+			req.y[i*req.k+c] = 1
 		}
 	}
 	// The budget: mu, or (epsilon, delta); calibration is rigorous (PLD) at
 	// the scope's delta for mu, at the given delta otherwise.
 	st, err := a.c.status(fn, a.c.Scope())
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	var mu, eps, delta float64
+	req.scopeDelta = st.Delta
 	switch {
 	case o.Mu != nil && o.Epsilon != nil:
-		return "", fmt.Errorf("%s: give either \"mu\" or \"epsilon\" (with \"delta\"), not both", fn)
+		return nil, fmt.Errorf("%s: give either \"mu\" or \"epsilon\" (with \"delta\"), not both", fn)
 	case o.Mu != nil:
-		if mu, err = positive(fn, "mu", *o.Mu); err != nil {
-			return "", err
+		if req.mu, err = positive(fn, "mu", *o.Mu); err != nil {
+			return nil, err
 		}
 		if o.Delta != nil {
-			return "", fmt.Errorf("%s: \"delta\" goes with \"epsilon\"; with \"mu\" the scope's delta (%g) is used", fn, st.Delta)
+			return nil, fmt.Errorf("%s: \"delta\" goes with \"epsilon\"; with \"mu\" the scope's delta (%g) is used", fn, st.Delta)
 		}
-		delta = st.Delta
-		if eps, err = accountant.Epsilon(mu, delta); err != nil {
-			return "", fmt.Errorf("%s: %w", fn, err)
+		req.delta = st.Delta
+		if req.eps, err = accountant.Epsilon(req.mu, req.delta); err != nil {
+			return nil, fmt.Errorf("%s: %w", fn, err)
 		}
 	case o.Epsilon != nil:
-		if eps, err = positive(fn, "epsilon", *o.Epsilon); err != nil {
-			return "", err
+		if req.eps, err = positive(fn, "epsilon", *o.Epsilon); err != nil {
+			return nil, err
 		}
 		if o.Delta == nil {
-			return "", fmt.Errorf("%s: \"epsilon\" needs \"delta\"", fn)
+			return nil, fmt.Errorf("%s: \"epsilon\" needs \"delta\"", fn)
 		}
-		if delta, err = probability(fn, "delta", *o.Delta); err != nil {
-			return "", err
+		if req.delta, err = probability(fn, "delta", *o.Delta); err != nil {
+			return nil, err
 		}
-		if mu, err = accountant.Mu(eps, delta); err != nil {
-			return "", fmt.Errorf("%s: %w", fn, err)
+		if req.mu, err = accountant.Mu(req.eps, req.delta); err != nil {
+			return nil, fmt.Errorf("%s: %w", fn, err)
 		}
 	default:
-		return "", fmt.Errorf("%s: option \"mu\" (or \"epsilon\" and \"delta\") is required: the privacy budget of this release", fn)
+		return nil, fmt.Errorf("%s: option \"mu\" (or \"epsilon\" and \"delta\") is required: the privacy budget of this release", fn)
 	}
-	p := avgmix.Params{T: r.N, Mu: mu, Sampling: o.Sampling,
-		Calibrate: func(q float64, steps int) (float64, error) {
-			return accountant.CalibrateSubsampledSigma(q, steps, eps, delta)
-		}}
+	p := avgmix.Params{Sampling: o.Sampling}
+	if o.N != nil && (*o.N < 1 || *o.N > avgmix.MaxRows) {
+		return nil, fmt.Errorf("%s: n (the public number of rows you assert) must lie in [1, %d], got %d", fn, avgmix.MaxRows, *o.N)
+	}
 	if o.T != nil {
 		if *o.T <= 0 {
-			return "", fmt.Errorf("%s: T (rows to release) must be >= 1, got %d", fn, *o.T)
+			return nil, fmt.Errorf("%s: T (rows to release) must be >= 1, got %d", fn, *o.T)
 		}
 		p.T = *o.T
 	}
 	if o.M != nil {
 		if *o.M <= 0 {
-			return "", fmt.Errorf("%s: m (mixup degree) must be >= 1, got %d", fn, *o.M)
+			return nil, fmt.Errorf("%s: m (mixup degree) must be >= 1, got %d", fn, *o.M)
+		}
+		if *o.M > avgmix.MaxRows {
+			return nil, fmt.Errorf("%s: m (mixup degree) must be <= %d, got %d", fn, avgmix.MaxRows, *o.M)
 		}
 		p.M = *o.M
 	}
@@ -159,60 +216,172 @@ func (a *avgmixAgg) Done() (out string, err error) {
 	}{{"lambda", o.Lambda, &p.Lambda}, {"cx", o.Cx, &p.Cx}, {"cy", o.Cy, &p.Cy}, {"p", o.P, &p.P}} {
 		if f.v != nil {
 			if *f.dst, err = positive(fn, f.name, *f.v); err != nil {
-				return "", err
+				return nil, err
 			}
 		}
 	}
-	plan, err := avgmix.NewPlan(noise, r.N, r.D, k, p)
+	req.p = p
+	// A taken name is public: refuse it before any noise is drawn (the
+	// release's transaction checks again).
+	if taken, err := a.c.tableExists(o.Into); err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	} else if taken {
+		return nil, fmt.Errorf("%s: table %q already exists; releases never overwrite, choose another \"into\"", fn, o.Into)
+	}
+	return req, nil
+}
+
+// releaseAsserted releases with the caller's public n.
+func (a *avgmixAgg) releaseAsserted(req *avgmixRequest) (string, error) {
+	const fn = "dp_avgmix"
+	n := *req.o.N
+	p := req.p
+	p.Mu = req.mu
+	if p.T == 0 {
+		p.T = n
+	}
+	eps, delta := req.eps, req.delta
+	p.Calibrate = func(q float64, steps int) (float64, error) {
+		return accountant.CalibrateSubsampledSigma(q, steps, eps, delta)
+	}
+	plan, err := avgmix.NewPlan(req.noise, n, a.rows.D, req.k, p)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", fn, err)
 	}
-	// The calibration certified the charged mechanism; confirm it, cheaply
-	// (its distribution is cached), as a guard against a broken invariant.
-	epsPlan, err := accountant.RigorousEpsilon([]accountant.Mechanism{plan.Mechanism}, delta)
+	return a.charge(req, plan, plan.Mechanism, n, nil)
+}
+
+// noisyCount is the charged count of the noisy-count path.
+type noisyCount struct {
+	value float64              // the noisy count
+	mu    float64              // mu_n
+	mech  accountant.Mechanism // its part of the composite charge
+}
+
+// releaseNoisyCount buys n with a noisy count, then releases; the count and
+// the release are charged as one composite entry.
+func (a *avgmixAgg) releaseNoisyCount(req *avgmixRequest) (string, error) {
+	const fn = "dp_avgmix"
+	muN := countShare * req.mu
+	sigmaN, err := release.GaussianSigma(1, muN, 1)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", fn, err)
+		return "", fmt.Errorf("%s: noisy count: %w", fn, err)
 	}
-	if epsPlan > eps {
-		return "", fmt.Errorf("%s: internal error: the calibrated release costs epsilon %g, above its target %g", fn, epsPlan, eps)
+	nc := &noisyCount{mu: muN, mech: accountant.Mechanism{Kind: accountant.KindGaussian, Mu: muN, Sensitivity: 1, Sigma: sigmaN}}
+	// From the draw on, something is always charged (see avgmixAgg).
+	v := []float64{float64(a.rows.N)}
+	req.noise.AddGaussian(v, sigmaN)
+	nc.value = v[0]
+	out, err := a.releaseWithCount(req, nc)
+	if err == nil {
+		return out, nil
 	}
 	details := map[string]any{
-		"into": o.Into, "n": r.N, "n_public": true, "d": r.D, "K": k, "T": plan.T, "m": plan.M,
+		"n_source": nNoisyCount, "n_noisy": nc.value, "mu_n": muN, "into": req.o.Into,
+		"release_refused": err.Error(), "noise_tv": release.NoiseTVOf(1),
+	}
+	rec, cerr := a.c.Charge(fn, nc.mech, details, nil)
+	if cerr != nil {
+		return "", fmt.Errorf("%w; its noisy row count could not be charged either (%v), and nothing was released", err, cerr)
+	}
+	return "", fmt.Errorf("%w; the noisy row count it had drawn was charged on its own (mu_n = %.4g, ledger row %d), so that this refusal reveals nothing uncharged", err, muN, rec.ID)
+}
+
+func (a *avgmixAgg) releaseWithCount(req *avgmixRequest, nc *noisyCount) (string, error) {
+	const fn = "dp_avgmix"
+	lo := 1
+	if req.p.M > 0 {
+		lo = req.p.M
+	}
+	n := int(math.Max(float64(lo), math.Min(math.Round(nc.value), avgmix.MaxRows)))
+	p := req.p
+	// The default m uses what the count leaves of the budget.
+	p.Mu = math.Sqrt(req.mu*req.mu - nc.mu*nc.mu)
+	if p.T == 0 {
+		p.T = n
+	}
+	eps, delta := req.eps, req.delta
+	p.Calibrate = func(q float64, steps int) (float64, error) {
+		return accountant.CalibrateSubsampledSigmaAfter(nc.mech, q, steps, eps, delta)
+	}
+	plan, err := avgmix.NewPlan(req.noise, n, a.rows.D, req.k, p)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", fn, err)
+	}
+	mech, err := accountant.Composite(nc.mech, plan.Mechanism)
+	if err != nil {
+		return "", fmt.Errorf("%s: internal error: %w", fn, err)
+	}
+	return a.charge(req, plan, mech, n, nc)
+}
+
+// charge confirms the calibration, charges mech and writes the release in the
+// charge's transaction, and returns the summary. Every figure it records is
+// public or paid for: none is the number of rows read.
+func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, mech accountant.Mechanism, n int, nc *noisyCount) (string, error) {
+	const fn = "dp_avgmix"
+	r := &a.rows
+	o, k, delta := req.o, req.k, req.delta
+	// The calibration certified the charged mechanism; confirm it, cheaply
+	// (its distribution is cached), as a guard against a broken invariant.
+	epsPlan, err := accountant.RigorousEpsilon([]accountant.Mechanism{mech}, delta)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", fn, err)
+	}
+	if epsPlan > req.eps {
+		return "", fmt.Errorf("%s: internal error: the calibrated release costs epsilon %g, above its target %g", fn, epsPlan, req.eps)
+	}
+	coords := plan.T * (r.D + k)
+	source := nAsserted
+	if nc != nil {
+		coords++
+		source = nNoisyCount
+	}
+	details := map[string]any{
+		"into": o.Into, "n": n, "n_source": source, "d": r.D, "K": k, "T": plan.T, "m": plan.M,
 		"sampling": plan.Sampling, "lambda": plan.Lambda, "cx": plan.Cx, "cy": plan.Cy,
-		"sigma_x": plan.SigmaX, "sigma_y": plan.SigmaY, "sigma_applied": plan.Sigma, "mu_clt": plan.CLTMu,
-		"target_epsilon": eps, "target_delta": delta,
-		"noise_tv": release.NoiseTVOf(plan.T * (r.D + k)),
+		"sigma_x": plan.SigmaX, "sigma_y": plan.SigmaY, "sigma_applied": plan.Sigma, "mu_clt": mech.GDPMu(),
+		"target_epsilon": req.eps, "target_delta": delta,
+		"noise_tv": release.NoiseTVOf(coords),
+	}
+	if nc != nil {
+		details["n_noisy"], details["mu_n"] = nc.value, nc.mu
 	}
 	if plan.Sampling == avgmix.Hierarchical {
 		details["p"], details["class_steps"] = plan.P, plan.ClassSteps
 	}
-	data := avgmix.Data{XChunks: r.featureChunks(), ChunkRows: chunkRows, D: r.D, Y: y, K: k, N: r.N}
-	rec, err := a.c.Charge(fn, plan.Mechanism, details, func(tx *sql.Tx) (map[string]any, error) {
-		return nil, writeAvgmix(fn, tx, o.Into, noise, data, plan)
+	data := avgmix.Data{XChunks: r.featureChunks(), ChunkRows: chunkRows, D: r.D, Y: req.y, K: k, N: r.N}
+	// Progress shows T, public when n is asserted; a T that follows a noisy
+	// count stays hidden until the charge commits.
+	rec, err := a.c.Charge(fn, mech, details, func(tx *sql.Tx) (map[string]any, error) {
+		return nil, writeAvgmix(fn, tx, o.Into, req.noise, data, plan, nc == nil)
 	})
 	if err != nil {
 		return "", err
 	}
-	epsCLT, _ := accountant.Epsilon(plan.CLTMu, st.Delta)
+	epsCLT, _ := accountant.Epsilon(mech.GDPMu(), req.scopeDelta)
 	epsRig := epsPlan // verified above when the release was asked for at the scope's delta
-	if delta != st.Delta {
-		if epsRig, err = accountant.RigorousEpsilon([]accountant.Mechanism{plan.Mechanism}, st.Delta); err != nil {
+	if delta != req.scopeDelta {
+		if epsRig, err = accountant.RigorousEpsilon([]accountant.Mechanism{mech}, req.scopeDelta); err != nil {
 			epsRig = -1
 		}
 	}
 	summary := map[string]any{
-		"into": o.Into, "rows": plan.T, "n": r.N, "d": r.D, "K": k, "m": plan.M, "q": plan.Q, "steps": plan.Steps,
+		"into": o.Into, "rows": plan.T, "n": n, "n_source": source, "d": r.D, "K": k, "m": plan.M, "q": plan.Q, "steps": plan.Steps,
 		"sampling": plan.Sampling, "sigma": plan.Sigma, "sigma_x": plan.SigmaX, "sigma_y": plan.SigmaY,
-		"mu_clt": plan.CLTMu, "epsilon_clt": epsCLT, "epsilon_rigorous": epsRig, "delta": st.Delta,
+		"mu_clt": mech.GDPMu(), "epsilon_clt": epsCLT, "epsilon_rigorous": epsRig, "delta": req.scopeDelta,
 		"ledger_id": rec.ID, "scope": rec.Scope, "scope_epsilon_spent": rec.Epsilon,
-		"seconds": time.Since(start).Seconds(),
+	}
+	if nc != nil {
+		summary["n_noisy"], summary["mu_n"] = nc.value, nc.mu
 	}
 	b, _ := json.Marshal(summary)
 	return string(b), nil
 }
 
-// writeAvgmix creates the release table and streams the release into it.
-func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data avgmix.Data, plan *avgmix.Plan) error {
+// writeAvgmix creates the release table and streams the release into it,
+// reporting progress if showProgress.
+func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data avgmix.Data, plan *avgmix.Plan, showProgress bool) error {
 	q, err := outputTable(fn, tx, into)
 	if err != nil {
 		return err
@@ -227,7 +396,7 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 		if err := ins.add(int64(i+1), xb, yb); err != nil {
 			return fmt.Errorf("%s: writing row %d of %s: %w", fn, i+1, into, err)
 		}
-		if i%4096 == 4095 {
+		if showProgress && i%4096 == 4095 {
 			report(fn, i+1, plan.T)
 		}
 		return nil
@@ -235,7 +404,9 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 	if ferr := ins.flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("%s: writing %s: %w", fn, into, ferr)
 	}
-	report(fn, plan.T, plan.T)
+	if showProgress {
+		report(fn, plan.T, plan.T)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", fn, err)
 	}

@@ -38,7 +38,7 @@ func BenchmarkAvgmixSQL(b *testing.B) {
 	for b.Loop() {
 		i++
 		var out string
-		q := `SELECT dp_avgmix(features, label, json_object('into', 'rel` + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + `', 'mu', 1.0, 'm', 64, 'classes', 10)) FROM train`
+		q := `SELECT dp_avgmix(features, label, json_object('n', 60000, 'into', 'rel` + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + `', 'mu', 1.0, 'm', 64, 'classes', 10)) FROM train`
 		if err := db.QueryRow(q).Scan(&out); err != nil {
 			b.Fatal(err)
 		}

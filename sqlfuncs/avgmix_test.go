@@ -41,7 +41,7 @@ func TestAvgmixEndToEnd(t *testing.T) {
 	db := openDB(t, `SELECT dp_init(3)`)
 	fillTrain(t, db, "train", 3000, 6, 3)
 	var out string
-	if err := db.QueryRow(`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'released', 'mu', 1.0, 'T', 1500)) FROM train`).Scan(&out); err != nil {
+	if err := db.QueryRow(`SELECT dp_avgmix(features, label, json_object('n', 3000, 'classes', 3, 'into', 'released', 'mu', 1.0, 'T', 1500)) FROM train`).Scan(&out); err != nil {
 		t.Fatal(err)
 	}
 	var s struct {
@@ -76,7 +76,7 @@ func TestAvgmixEndToEnd(t *testing.T) {
 	}
 	var mech, params, query string
 	db.QueryRow(`SELECT mechanism, params, query FROM dp_ledger`).Scan(&mech, &params, &query)
-	for _, want := range []string{`"into":"released"`, `"n":3000`, `"n_public":true`, `"steps":1500`, `"q":`, `"sigma":`} {
+	for _, want := range []string{`"into":"released"`, `"n":3000`, `"n_source":"asserted"`, `"steps":1500`, `"q":`, `"sigma":`} {
 		if !strings.Contains(params, want) {
 			t.Errorf("ledger params lack %s: %s", want, params)
 		}
@@ -112,7 +112,7 @@ func TestAvgmixHierarchicalAndVectorLabels(t *testing.T) {
 	db := openDB(t, `SELECT dp_init(10)`)
 	fillTrain(t, db, "train", 2000, 4, 4)
 	var out string
-	err := db.QueryRow(`SELECT dp_avgmix(features, label, json_object('into', 'hs', 'mu', 2.0, 'sampling', 'hierarchical', 'p', 0.5, 'classes', 5)) FROM train`).Scan(&out)
+	err := db.QueryRow(`SELECT dp_avgmix(features, label, json_object('n', 2000, 'into', 'hs', 'mu', 2.0, 'sampling', 'hierarchical', 'p', 0.5, 'classes', 5)) FROM train`).Scan(&out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestAvgmixHierarchicalAndVectorLabels(t *testing.T) {
 	for i := 0; i < 500; i++ {
 		db.Exec(`INSERT INTO soft VALUES (?, ?)`, sqlfuncs.EncodeVector([]float32{1, float32(i % 3)}), sqlfuncs.EncodeVector([]float32{0.5, 0.5}))
 	}
-	if err := db.QueryRow(`SELECT dp_avgmix(features, label, json_object('into', 'softrel', 'mu', 1.0)) FROM soft`).Scan(&out); err != nil {
+	if err := db.QueryRow(`SELECT dp_avgmix(features, label, json_object('n', 500, 'into', 'softrel', 'mu', 1.0)) FROM soft`).Scan(&out); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.QueryRow(`SELECT dp_avgmix(features, label, json_object('into', 'softrel2', 'mu', 1.0, 'classes', 2)) FROM soft`).Scan(&out); err == nil || !strings.Contains(err.Error(), `"classes" applies to INTEGER labels`) {
@@ -158,7 +158,7 @@ func TestAvgmixBadInput(t *testing.T) {
 	mk("neg", [2]any{v4, 0}, [2]any{v4, -1})
 	mk("nolabel", [2]any{v4, 0}, [2]any{v4, nil})
 	mk("textlabel", [2]any{v4, 0}, [2]any{v4, "cat"})
-	const opts = `json_object('classes', 3, 'into', 'out', 'mu', 0.5)`
+	const opts = `json_object('n', 300, 'classes', 3, 'into', 'out', 'mu', 0.5)`
 	tests := []struct{ sql, want string }{
 		{`SELECT dp_avgmix(features, label, ` + opts + `) FROM dims`, "row 3 have 3 dimensions, earlier rows have 4"},
 		{`SELECT dp_avgmix(features, label, ` + opts + `) FROM nulls`, "features of row 2: vector is NULL"},
@@ -169,27 +169,27 @@ func TestAvgmixBadInput(t *testing.T) {
 		{`SELECT dp_avgmix(features, label, ` + opts + `) FROM textlabel`, "label of row 2 must be an INTEGER"},
 		{`SELECT dp_avgmix(features, label, ` + opts + `) FROM train WHERE 0`, "no rows"},
 		{`SELECT dp_avgmix(features, label, json_object('into', 'out', 'mu', 0.5, 'classes', 2)) FROM train`, "outside the 2 classes"},
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'out', 'mu', 0.5, 'm', 301)) FROM train`, "m = 301 exceeds n = 300"},
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'out', 'mu', 0.5, 'T', 0)) FROM train`, "T (rows to release) must be >= 1"},
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'out', 'mu', 0.5, 'sampling', 'hierarchical', 'p', 0.01, 'm', 200)) FROM train`, "q_k = m/(n p) = 200/(300*0.01) = 66.67 exceeds 1"},
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'out', 'mu', 0.5, 'sampling', 'magic')) FROM train`, `unknown sampling "magic"`},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'out', 'mu', 0.5, 'm', 301)) FROM train`, "m = 301 exceeds n = 300"},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'out', 'mu', 0.5, 'T', 0)) FROM train`, "T (rows to release) must be >= 1"},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'out', 'mu', 0.5, 'sampling', 'hierarchical', 'p', 0.01, 'm', 200)) FROM train`, "q_k = m/(n p) = 200/(300*0.01) = 66.67 exceeds 1"},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'out', 'mu', 0.5, 'sampling', 'magic')) FROM train`, `unknown sampling "magic"`},
 		// The message names the function once (a release error is not wrapped again).
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'taken', 'mu', 0.5)) FROM train`, `dp_avgmix: table "taken" already exists`},
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'dp_ledger', 'mu', 0.5)) FROM train`, "reserved"},
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'x; DROP TABLE train', 'mu', 0.5)) FROM train`, "not a plain table name"},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'taken', 'mu', 0.5)) FROM train`, `dp_avgmix: table "taken" already exists`},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'dp_ledger', 'mu', 0.5)) FROM train`, "reserved"},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'x; DROP TABLE train', 'mu', 0.5)) FROM train`, "not a plain table name"},
 		{`SELECT dp_avgmix(features, label, json_object('mu', 0.5)) FROM train`, `"into"`},
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'out')) FROM train`, `option "mu"`},
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'out', 'mu', 0.5, 'epsilon', 1)) FROM train`, "not both"},
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'out', 'mu', -0.5)) FROM train`, "mu must be > 0"},
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'out', 'epsilon', 1)) FROM train`, `needs "delta"`},
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'out', 'mu', 0.5, 'lambda', 0)) FROM train`, "lambda must be > 0"},
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'out', 'mu', 0.5, 'colour', 'red')) FROM train`, `unknown option "colour"`},
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'out', 'mu', 'lots')) FROM train`, `option "mu"`},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'out')) FROM train`, `option "mu"`},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'out', 'mu', 0.5, 'epsilon', 1)) FROM train`, "not both"},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'out', 'mu', -0.5)) FROM train`, "mu must be > 0"},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'out', 'epsilon', 1)) FROM train`, `needs "delta"`},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'out', 'mu', 0.5, 'lambda', 0)) FROM train`, "lambda must be > 0"},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'out', 'mu', 0.5, 'colour', 'red')) FROM train`, `unknown option "colour"`},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'out', 'mu', 'lots')) FROM train`, `option "mu"`},
 		{`SELECT dp_avgmix(features, label, NULL) FROM train`, "options are NULL"},
 		// K from the data would reveal the row holding the largest label.
 		{`SELECT dp_avgmix(features, label, json_object('into', 'out', 'mu', 0.5)) FROM train`, `option "classes" (the public number of classes K; labels lie in 0..K-1) is required for INTEGER labels`},
 		{`SELECT dp_avgmix(features, label, json_object('classes', 0, 'into', 'out', 'mu', 0.5)) FROM train`, "classes must be >= 1"},
-		{`SELECT dp_avgmix(features, label, json_object('classes', 3, 'into', 'out', 'mu', 5.0)) FROM train`, "privacy budget exceeded"},
+		{`SELECT dp_avgmix(features, label, json_object('n', 300, 'classes', 3, 'into', 'out', 'mu', 5.0)) FROM train`, "privacy budget exceeded"},
 	}
 	for _, tt := range tests {
 		var out string
@@ -225,7 +225,7 @@ func TestAvgmixInterrupted(t *testing.T) {
 	for _, delay := range []time.Duration{5 * time.Millisecond, 150 * time.Millisecond} {
 		ctx, cancel := context.WithTimeout(context.Background(), delay)
 		var out string
-		err := db.QueryRowContext(ctx, `SELECT dp_avgmix(features, label, json_object('classes', 10, 'into', 'rel', 'mu', 1.0)) FROM train`).Scan(&out)
+		err := db.QueryRowContext(ctx, `SELECT dp_avgmix(features, label, json_object('n', 20000, 'classes', 10, 'into', 'rel', 'mu', 1.0)) FROM train`).Scan(&out)
 		cancel()
 		if err == nil {
 			t.Fatalf("release finished within %v; make the table larger", delay)

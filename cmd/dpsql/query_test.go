@@ -181,7 +181,7 @@ func TestQueryReleaseProgress(t *testing.T) {
 	if code := m.Exec(context.Background(), []string{"query", db, setup}); code != 0 {
 		t.Fatalf("setup: exit %d: %s", code, errb.String())
 	}
-	q := `SELECT dp_avgmix(features, label, json_object('into', 'rel', 'mu', 0.5, 'classes', 2)) FROM train`
+	q := `SELECT dp_avgmix(features, label, json_object('n', 5000, 'into', 'rel', 'mu', 0.5, 'classes', 2)) FROM train`
 	if code := m.Exec(context.Background(), []string{"query", db, q}); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
