@@ -189,4 +189,3 @@ func TestAvgmixNoisyCountRefusalCharged(t *testing.T) {
 		t.Errorf("refusals before the draw charged %d rows", n-before)
 	}
 }
-
