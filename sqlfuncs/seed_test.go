@@ -13,7 +13,7 @@ import (
 func TestSelectTopmSeed(t *testing.T) {
 	db := openDB(t, `SELECT dp_init(50)`)
 	topmTable(t, db, 300, 50, 2)
-	q := `SELECT dp_select_topm(f, y, json_object('into', ?, 'm', 5, 'mu_select', 0.3, 'mu_release', 1, 'c', 1, 'classes', 2, 'labels', 'public', 'seed', 7)) FROM t`
+	q := `SELECT dp_select_topm('t', json_object('features', 'f', 'label', 'y', 'into', ?, 'm', 5, 'mu_select', 0.3, 'mu_release', 1, 'c', 1, 'classes', 2, 'labels', 'public', 'seed', 7))`
 	var a, b string
 	if err := db.QueryRow(q, "a").Scan(&a); err != nil {
 		t.Fatal(err)

@@ -2,9 +2,12 @@ package sqlfuncs
 
 import (
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/dpsql/dpsql/accountant"
@@ -14,14 +17,19 @@ import (
 
 func init() {
 	registrars = append(registrars, func(c *Conn) error {
-		return c.sc.RegisterAggregator("dp_select_topm", func() *selectTopmAgg {
-			return &selectTopmAgg{c: c, rows: vectorRows{fn: "dp_select_topm"}}
-		}, false)
+		// The table form: SQLite prefers this exact two-argument function to
+		// the variadic aggregate below, which only refuses the old form.
+		if err := c.sc.RegisterFunc("dp_select_topm", c.dpSelectTopm, false); err != nil {
+			return err
+		}
+		return c.sc.RegisterAggregator("dp_select_topm", func() *selectTopmOldForm { return &selectTopmOldForm{} }, false)
 	})
 }
 
 // selectTopmOptions are dp_select_topm's options (a JSON object).
 type selectTopmOptions struct {
+	Features  string   `json:"features"`
+	Label     string   `json:"label"`
 	Into      string   `json:"into"`
 	M         *int     `json:"m"`
 	Score     string   `json:"score"`
@@ -35,36 +43,42 @@ type selectTopmOptions struct {
 	Seed      *uint64  `json:"seed"`
 }
 
-// selectTopmAgg is the aggregate
+// dpSelectTopm is
 //
-//	dp_select_topm(features, label, options [, rowid])
+//	dp_select_topm(table, options)
 //
-// It buffers the rows, then, in one ledger transaction, chooses m features
-// privately ([dfs.Select]) and writes every row's m chosen features, clipped
-// and noised ([dfs.ReleaseRows]), to a new table
+// It reads every row of table, a base table of the main schema, itself (in
+// rowid order, no WHERE, no JOIN), then, in one ledger transaction, chooses m
+// features privately ([dfs.Select]) and writes every row's m chosen features,
+// clipped and noised ([dfs.ReleaseRows]), to a new table
 //
 //	into(id INTEGER PRIMARY KEY, source_rowid INTEGER, x BLOB, label INTEGER)
 //
-// Its result is a JSON summary (into, rows, d, m, indices, score, the mu
-// figures, ledger_id, seconds).
+// where id counts 1, 2, ... in the order of source_rowid, the row's rowid in
+// table: the order of the output never depends on the data (an index on the
+// label cannot reorder it). Its result is a JSON summary (into, rows, d, m,
+// indices, score, the mu figures, ledger_id, seconds).
 //
-// Options: into (required, a new table), m (required, 1 <= m <= d), score
-// ("distance", the default, or "t"), mu_select (required: GDP of the selection
-// under add/remove neighbours), mu_release (required: GDP of the per-row
-// feature release under replace-one neighbours), c (required: the public L2
-// bound rows are clipped to for the selection), c_release (the public L2 bound
-// of the m released coordinates; default c), classes (required: the public
-// number of classes K, labels in 0..K-1, K >= 2; it is not taken from the data
-// because the largest label present would reveal its row), labels ("private",
-// the default: K-ary randomized response with eps_labels, which is then
-// required; or "public": labels released in clear, assumed known to the
-// adversary), seed (test builds only).
+// Why a table and not an aggregate over a SELECT: a per-row release reveals
+// which rows it read, so it is private only for replace-one neighbours on a
+// fixed set of rows. A WHERE, JOIN or GROUP BY would make that set depend on
+// the data; a whole base table does not. Views, virtual tables, temporary
+// tables and anything outside the main schema are refused.
 //
-// Labels must be INTEGER class ids. source_rowid is the optional fourth
-// argument (pass rowid) or, without it, the row's ordinal (1, 2, ...) in the
-// order SQLite fed the aggregate. Row ids are released as they are: like n,
-// the set of row ids is public under replace-one neighbours, which change what
-// a row holds, not which rows exist; do not pass a column holding private data.
+// Options: features and label (the columns holding the float32 feature
+// vectors and the INTEGER class ids; default "features" and "label", the
+// layout of dpsql import), into (required, a new table), m (required,
+// 1 <= m <= d), score ("distance", the default, or "t"), mu_select (required:
+// GDP of the selection under add/remove neighbours), mu_release (required:
+// GDP of the per-row feature release under replace-one neighbours), c
+// (required: the public L2 bound rows are clipped to for the selection),
+// c_release (the public L2 bound of the m released coordinates; default c),
+// classes (required: the public number of classes K, labels in 0..K-1,
+// K >= 2; it is not taken from the data because the largest label present
+// would reveal its row), labels ("private", the default: K-ary randomized
+// response with eps_labels, which is then required; or "public": labels
+// released in clear, assumed known to the adversary), seed (test builds
+// only).
 //
 // # The charge
 //
@@ -91,70 +105,121 @@ type selectTopmOptions struct {
 // and their noisy scores, score kind, c, c_release, labels, n, d, m, classes)
 // is recorded in the ledger row, so that it can be re-accounted either way.
 //
-// Every check (options, shapes, NaN/Inf, NULLs, labels against classes, the
+// The table is read completely before anything is charged; every check
+// (options, the table, shapes, NaN/Inf, NULLs, labels against classes, the
 // output table, the budget) is made before the charge commits and before any
 // noise is drawn; the selection and the release run inside the charge's
-// transaction, so the table exists only if the charge committed.
-type selectTopmAgg struct {
-	c        *Conn
-	rows     vectorRows
-	rowids   []int64
-	hasRowid bool
+// transaction, so the output table exists only if the charge committed.
+func (c *Conn) dpSelectTopm(table, options any) (out string, err error) {
+	const fn = "dp_select_topm"
+	defer guard(fn, &err)
+	start := time.Now()
+	name, err := text(fn, "table", table)
+	if err != nil {
+		return "", fmt.Errorf("%w: pass the name of a base table, e.g. dp_select_topm('train', json_object(...))", err)
+	}
+	opts, err := optionBytes(fn, options)
+	if err != nil {
+		return "", err
+	}
+	var o selectTopmOptions
+	if err := decodeOptions(fn, opts, &o); err != nil {
+		return "", err
+	}
+	if o.Features == "" {
+		o.Features = "features"
+	}
+	if o.Label == "" {
+		o.Label = "label"
+	}
+	if err := c.canWriteLedger(fn); err != nil {
+		return "", err
+	}
+	src, err := c.baseTable(fn, name, o.Features, o.Label)
+	if err != nil {
+		return "", err
+	}
+	in := &topmInput{rows: vectorRows{fn: fn}}
+	if err := c.readTopmTable(src, opts, in); err != nil {
+		return "", err
+	}
+	if in.rows.N == 0 {
+		return "", fmt.Errorf("%s: table %q has no rows to select from", fn, name)
+	}
+	return c.selectTopm(in, o, start)
 }
 
-func (a *selectTopmAgg) Step(args ...any) (err error) {
+// topmInput is the table a dp_select_topm call read, in rowid order.
+type topmInput struct {
+	rows   vectorRows
+	rowids []int64
+}
+
+// readTopmTable reads every row of the table src in rowid order into in.
+func (c *Conn) readTopmTable(src *sourceTable, opts []byte, in *topmInput) error {
 	const fn = "dp_select_topm"
-	defer func() { a.rows.fail(err) }() // Done must not release after a failed row
-	defer guard(fn, &err)               // runs first, so a panic is remembered too
-	if a.rows.failed != nil {
-		return a.rows.failed
+	q := `SELECT ` + src.rowid + `, ` + quoteIdent(src.features) + `, ` + quoteIdent(src.label) + ` FROM main.` + quoteIdent(src.name) + ` ORDER BY ` + src.rowid
+	err := c.queryConn(q, nil, func(v []driver.Value) error {
+		row := in.rows.N + 1
+		if in.rows.N >= dfs.MaxRows {
+			return fmt.Errorf("%s: table %q has more than %d rows", fn, src.name, dfs.MaxRows)
+		}
+		if err := topmLabel(fn, row, v[2]); err != nil {
+			return err
+		}
+		id, ok := v[0].(int64)
+		if !ok {
+			return fmt.Errorf("%s: internal error: rowid of row %d is %T", fn, row, v[0])
+		}
+		if err := in.rows.add(v[1], v[2], opts); err != nil {
+			return err
+		}
+		in.rowids = append(in.rowids, id)
+		return nil
+	})
+	if err == nil && interrupted(c.handle) {
+		err = fmt.Errorf("%s: the statement was interrupted; nothing was released or charged", fn)
 	}
-	if err := arity(fn, args, 3, 4, "(features, label, options [, rowid])"); err != nil {
-		return err
+	if err != nil && !strings.HasPrefix(err.Error(), fn+":") {
+		err = fmt.Errorf("%s: reading table %q: %w", fn, src.name, err)
 	}
-	row := a.rows.N + 1
-	switch l := args[1].(type) {
+	return err
+}
+
+// topmLabel checks that a label is an INTEGER class id (or an integral REAL).
+func topmLabel(fn string, row int, label any) error {
+	switch l := label.(type) {
 	case int64, float64:
+	case nil:
+		return fmt.Errorf("%s: label of row %d is NULL", fn, row)
 	case []byte:
 		if l == nil {
 			return fmt.Errorf("%s: label of row %d is NULL", fn, row)
 		}
 		return fmt.Errorf("%s: label of row %d is a BLOB; dp_select_topm needs INTEGER class ids (0..classes-1), not label vectors", fn, row)
 	default:
-		return fmt.Errorf("%s: label of row %d must be an INTEGER class id, got %s", fn, row, typeName(args[1]))
-	}
-	if a.rows.N > 0 && (len(args) == 4) != a.hasRowid {
-		return fmt.Errorf("%s: row %d has %d arguments, earlier rows %d: pass rowid on every row or on none", fn, row, len(args), 3+boolInt(a.hasRowid))
-	}
-	var id int64
-	if len(args) == 4 {
-		v, ok := args[3].(int64)
-		if !ok {
-			return fmt.Errorf("%s: rowid of row %d must be an INTEGER, got %s", fn, row, typeName(args[3]))
-		}
-		id = v
-	}
-	if a.rows.N >= dfs.MaxRows {
-		return fmt.Errorf("%s: more than %d rows", fn, dfs.MaxRows)
-	}
-	if err := a.rows.add(args[0], args[1], args[2]); err != nil {
-		return err
-	}
-	if a.rows.N == 1 {
-		a.hasRowid = len(args) == 4
-	}
-	if a.hasRowid {
-		a.rowids = append(a.rowids, id)
+		return fmt.Errorf("%s: label of row %d must be an INTEGER class id, got %s", fn, row, typeName(label))
 	}
 	return nil
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
+// selectTopmOldForm is the aggregate dp_select_topm(features, label, options
+// [, rowid]) of earlier versions. It refuses: over a SELECT, the rows read
+// (WHERE, JOIN, GROUP BY) and their order (an index) could depend on the
+// data, and a per-row release would reveal both.
+type selectTopmOldForm struct{}
+
+// errSelectTopmOldForm explains the refusal and names the table form.
+var errSelectTopmOldForm = errors.New("dp_select_topm: the aggregate form dp_select_topm(features, label, options [, rowid]) over a SELECT is no longer accepted: a per-row release reveals which rows it read, so it is private only over a whole table (replace-one neighbours on a fixed set of rows), never over a WHERE, JOIN or GROUP BY. Name the table instead and let dp_select_topm read all of it: SELECT dp_select_topm('train', json_object('features', 'features', 'label', 'label', 'into', 'selected', 'm', 20, ...)); nothing was charged")
+
+func (a *selectTopmOldForm) Step(args ...any) error {
+	if len(args) == 3 || len(args) == 4 {
+		return errSelectTopmOldForm
 	}
-	return 0
+	return fmt.Errorf("dp_select_topm: takes (table, options), got %d arguments", len(args))
 }
+
+func (a *selectTopmOldForm) Done() (string, error) { return "", errSelectTopmOldForm }
 
 // selectTopmPlan is everything dp_select_topm decides before reading noise.
 type selectTopmPlan struct {
@@ -167,14 +232,11 @@ type selectTopmPlan struct {
 	muLab   float64 // randomized response on labels, replace-one (0 with public labels)
 }
 
-// plan validates the options against the buffered rows and prices the call.
-func (a *selectTopmAgg) plan() (*selectTopmPlan, error) {
+// planSelectTopm validates the options against the rows read and prices the
+// call.
+func planSelectTopm(in *topmInput, o selectTopmOptions) (*selectTopmPlan, error) {
 	const fn = "dp_select_topm"
-	r := &a.rows
-	var o selectTopmOptions
-	if err := decodeOptions(fn, r.opts, &o); err != nil {
-		return nil, err
-	}
+	r := &in.rows
 	if _, err := outputTable(fn, nil, o.Into); err != nil {
 		return nil, err
 	}
@@ -285,10 +347,9 @@ func (a *selectTopmAgg) plan() (*selectTopmPlan, error) {
 		"noise_tv":     release.NoiseTVOf(selectCoords(p, r.D) + r.N*p.M),
 		"components":   components,
 		"accounting":   "one replace_one gaussian: mu = sqrt((2 mu_select)^2 + mu_release^2 + mu_labels^2); the add/remove selection is 2 mu_select-GDP for a replacement (group privacy), composed adaptively with the replace-one release",
-		"source_rowid": "ordinal",
-	}
-	if a.hasRowid {
-		pl.details["source_rowid"] = "argument"
+		"source_rowid": "rowid",
+		"order":        "source_rowid",
+		"features":     o.Features, "label": o.Label,
 	}
 	if p.Labels == dfs.LabelsPrivate {
 		pl.details["eps_labels"] = p.EpsLabels
@@ -317,20 +378,11 @@ func component(part string, m accountant.Mechanism, replaceOneMu float64) map[st
 	return out
 }
 
-func (a *selectTopmAgg) Done() (out string, err error) {
+// selectTopm plans, charges and writes the release of the rows in read.
+func (c *Conn) selectTopm(in *topmInput, o selectTopmOptions, start time.Time) (string, error) {
 	const fn = "dp_select_topm"
-	defer guard(fn, &err)
-	start := time.Now()
-	r := &a.rows
-	// SQLite finalizes an aggregate also while it cleans up a failing or
-	// interrupted statement: never release then.
-	if err := r.finish(a.c); err != nil {
-		return "", err
-	}
-	if r.N == 0 {
-		return "", fmt.Errorf("%s: no rows to select from (empty input)", fn)
-	}
-	pl, err := a.plan()
+	r := &in.rows
+	pl, err := planSelectTopm(in, o)
 	if err != nil {
 		return "", err
 	}
@@ -339,13 +391,13 @@ func (a *selectTopmAgg) Done() (out string, err error) {
 		return "", err
 	}
 	if noise == nil {
-		noise = a.c.noise
+		noise = c.noise
 	}
 	data := dfs.Data{X: r.features(), D: r.D, Labels: r.Classes, N: r.N}
 	var sel dfs.Selection
-	rec, err := a.c.Charge(fn, pl.mech, pl.details, func(tx *sql.Tx) (map[string]any, error) {
+	rec, err := c.Charge(fn, pl.mech, pl.details, func(tx *sql.Tx) (map[string]any, error) {
 		var err error
-		sel, err = writeSelectTopm(fn, tx, a.c, noise, data, a.rowids, pl)
+		sel, err = writeSelectTopm(fn, tx, c, noise, data, in.rowids, pl)
 		if err != nil {
 			return nil, err
 		}
@@ -389,10 +441,7 @@ func writeSelectTopm(fn string, tx *sql.Tx, c *Conn, noise *release.Noise, data 
 	var xb []byte
 	n := data.N
 	err = dfs.ReleaseRows(noise, data, sel, pl.p, func(i int, x []float32, label int) error {
-		src := int64(i + 1)
-		if rowids != nil {
-			src = rowids[i]
-		}
+		src := rowids[i]
 		xb = AppendEncoded(xb[:0], x)
 		if err := ins.add(int64(i+1), src, xb, int64(label)); err != nil {
 			return fmt.Errorf("%s: writing row %d of %s: %w", fn, i+1, into, err)

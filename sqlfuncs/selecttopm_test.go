@@ -81,12 +81,11 @@ func TestSelectTopmEndToEnd(t *testing.T) {
 		score     string
 		labels    string
 		epsLabels float64
-		rowid     bool
 	}{
-		{"distance/2 classes/public", 2, "distance", "public", 0, true},
-		{"distance/3 classes/private", 3, "", "private", 0.5, false},
-		{"t/3 classes/public", 3, "t", "public", 0, true},
-		{"t/2 classes/private large eps", 2, "t", "", 20, true},
+		{"distance/2 classes/public", 2, "distance", "public", 0},
+		{"distance/3 classes/private", 3, "", "private", 0.5},
+		{"t/3 classes/public", 3, "t", "public", 0},
+		{"t/2 classes/private large eps", 2, "t", "", 20},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,10 +103,7 @@ func TestSelectTopmEndToEnd(t *testing.T) {
 				opts["eps_labels"] = tt.epsLabels
 			}
 			oj, _ := json.Marshal(opts)
-			q := `SELECT dp_select_topm(f, y, ?) FROM t`
-			if tt.rowid {
-				q = `SELECT dp_select_topm(f, y, ?, rowid) FROM t`
-			}
+			q := `SELECT dp_select_topm('t', json_patch(?, json_object('features', 'f', 'label', 'y')))`
 			var out string
 			if err := db.QueryRow(q, string(oj)).Scan(&out); err != nil {
 				t.Fatal(err)
@@ -208,7 +204,7 @@ func TestSelectTopmEndToEnd(t *testing.T) {
 				t.Errorf("budget remaining %v, want %v", rem, want)
 			}
 
-			// The table: n rows of m-dim x, in input order, each linked to its source row.
+			// The table: n rows of m-dim x, in rowid order, each linked to its source row.
 			rows, err := db.Query(`SELECT id, source_rowid, x, label FROM sel ORDER BY id`)
 			if err != nil {
 				t.Fatal(err)
@@ -225,10 +221,7 @@ func TestSelectTopmEndToEnd(t *testing.T) {
 					t.Fatal(err)
 				}
 				count++
-				wantSrc := id
-				if tt.rowid {
-					wantSrc = 1000 + id
-				}
+				wantSrc := 1000 + id
 				if src != wantSrc || id != int64(count) {
 					t.Fatalf("row %d: source_rowid %d, want %d", id, src, wantSrc)
 				}
@@ -291,8 +284,8 @@ func TestSelectTopmEndToEnd(t *testing.T) {
 }
 
 func TestSelectTopmBadInput(t *testing.T) {
-	good := `json_object('into','out','m',2,'mu_select',0.5,'mu_release',0.5,'c',1.0,'classes',2,'labels','public')`
-	call := `SELECT dp_select_topm(f, y, ` + good + `) FROM t`
+	good := `json_object('features','f','label','y','into','out','m',2,'mu_select',0.5,'mu_release',0.5,'c',1.0,'classes',2,'labels','public')`
+	call := `SELECT dp_select_topm('t', ` + good + `)`
 	tests := []struct {
 		name  string
 		setup string // run after the 6-row table t(f, y) is filled
@@ -329,16 +322,26 @@ func TestSelectTopmBadInput(t *testing.T) {
 		{"bad labels", "", strings.Replace(call, `'labels','public'`, `'labels','secret'`, 1), `option "labels" must be "private" or "public"`, ""},
 		{"private labels without eps_labels", "", strings.Replace(call, `,'labels','public'`, ``, 1), `needs option "eps_labels"`, ""},
 		{"eps_labels with public labels", "", strings.Replace(call, `'labels','public'`, `'labels','public','eps_labels',1`, 1), `"eps_labels" applies to labels = "private"`, ""},
-		{"options not JSON", "", `SELECT dp_select_topm(f, y, 'm=2') FROM t`, `options are not a JSON object`, ""},
-		{"options NULL", "", `SELECT dp_select_topm(f, y, NULL) FROM t`, `options are NULL`, ""},
-		{"options differ between rows", "", `SELECT dp_select_topm(f, y, json_object('into','out','m',2,'mu_select',0.5,'mu_release',0.5,'c',1.0,'classes',2,'labels','public','c_release', rowid)) FROM t`, `options differ at row 2`, ""},
-		{"too few arguments", "", `SELECT dp_select_topm(f, y) FROM t`, `takes (features, label, options [, rowid])`, ""},
-		{"rowid on some rows", "", `SELECT dp_select_topm(f, y, ` + good + `, CASE WHEN rowid < 3 THEN rowid END) FROM t`, `rowid of row 3 must be an INTEGER, got NULL`, ""},
-		{"rowid not an integer", "", `SELECT dp_select_topm(f, y, ` + good + `, 'a') FROM t`, `rowid of row 1 must be an INTEGER, got TEXT`, ""},
-		{"empty input", "", `SELECT dp_select_topm(f, y, ` + good + `) FROM t WHERE rowid > 100`, `no rows`, ""},
+		{"options not JSON", "", `SELECT dp_select_topm('t', 'm=2')`, `options are not a JSON object`, ""},
+		{"options NULL", "", `SELECT dp_select_topm('t', NULL)`, `options are NULL`, ""},
+		{"table not TEXT", "", `SELECT dp_select_topm(1, ` + good + `)`, `table must be TEXT, got INTEGER`, ""},
+		{"too few arguments", "", `SELECT dp_select_topm('t')`, `takes (table, options)`, ""},
+		{"old aggregate form", "", `SELECT dp_select_topm(f, y, ` + good + `) FROM t`, `no longer accepted`, ""},
+		{"old aggregate form with rowid", "", `SELECT dp_select_topm(f, y, ` + good + `, rowid) FROM t WHERE y = 1`, `SELECT dp_select_topm('train', json_object('features'`, ""},
+		{"old aggregate form, no rows", "", `SELECT dp_select_topm(f, y, ` + good + `) FROM t WHERE 0`, `no longer accepted`, ""},
+		{"empty table", `DELETE FROM t`, call, `table "t" has no rows`, ""},
+		{"no such table", "", strings.Replace(call, `'t'`, `'nope'`, 1), `no table "nope" in the main schema`, ""},
+		{"schema-qualified", "", strings.Replace(call, `'t'`, `'main.t'`, 1), `no table "main.t"`, ""},
+		{"a view", `CREATE VIEW v AS SELECT * FROM t WHERE y = 1`, strings.Replace(call, `'t'`, `'v'`, 1), `"v" is a view`, ""},
+		{"a temporary table", `CREATE TEMP TABLE tt AS SELECT * FROM t`, strings.Replace(call, `'t'`, `'tt'`, 1), `"tt" is a temporary table`, ""},
+		{"a virtual table", `CREATE VIRTUAL TABLE vt USING fts4(f, y)`, strings.Replace(call, `'t'`, `'vt'`, 1), `"vt" is a virtual table`, ""},
+		{"without rowid", `CREATE TABLE wr(k INTEGER PRIMARY KEY, f, y) WITHOUT ROWID`, strings.Replace(call, `'t'`, `'wr'`, 1), `WITHOUT ROWID`, ""},
+		{"internal table", "", strings.Replace(call, `'t'`, `'dp_ledger'`, 1), `internal table`, ""},
+		{"missing column", "", strings.Replace(call, `'features','f'`, `'features','g'`, 1), `table "t" has no column "g" (option "features"`, ""},
+		{"default columns absent", "", strings.Replace(call, `'features','f','label','y',`, ``, 1), `has no column "features"`, ""},
 		{"budget exceeded", "", call, `privacy budget exceeded`, `SELECT dp_init(1.0)`},
 		{"no ledger", "", call, `dpsql init`, "-"},
-		{"inside a writing statement", "", `CREATE TABLE w AS SELECT dp_select_topm(f, y, ` + good + `) AS s FROM t`, `this statement writes`, ""},
+		{"inside a writing statement", "", `CREATE TABLE w AS SELECT dp_select_topm('t', ` + good + `) AS s`, `this statement writes`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -399,7 +402,7 @@ func TestSelectTopmBadInput(t *testing.T) {
 func TestSelectTopmTwice(t *testing.T) {
 	db := openDB(t, `SELECT dp_init(50)`)
 	topmTable(t, db, 300, 50, 2)
-	q := `SELECT dp_select_topm(f, y, json_object('into', ?, 'm', 5, 'mu_select', 1, 'mu_release', 1, 'c', 1, 'classes', 2, 'labels', 'public')) FROM t`
+	q := `SELECT dp_select_topm('t', json_object('features', 'f', 'label', 'y', 'into', ?, 'm', 5, 'mu_select', 1, 'mu_release', 1, 'c', 1, 'classes', 2, 'labels', 'public'))`
 	var out string
 	if err := db.QueryRow(q, "a").Scan(&out); err != nil {
 		t.Fatal(err)
@@ -427,7 +430,7 @@ func TestSelectTopmInterrupted(t *testing.T) {
 	}
 	db := openDB(t, `SELECT dp_init(100)`)
 	topmTable(t, db, 20000, 64, 2)
-	const q = `SELECT dp_select_topm(f, y, json_object('into', ?, 'm', 20, 'mu_select', 1, 'mu_release', 1, 'c', 1, 'classes', 2, 'labels', 'public')) FROM t`
+	const q = `SELECT dp_select_topm('t', json_object('features', 'f', 'label', 'y', 'into', ?, 'm', 20, 'mu_select', 1, 'mu_release', 1, 'c', 1, 'classes', 2, 'labels', 'public'))`
 	defer sqlfuncs.SetProgress(nil)
 	for _, tt := range []struct {
 		name     string
@@ -487,7 +490,7 @@ func TestVecSelect(t *testing.T) {
 	db := openDB(t, `SELECT dp_init(20)`)
 	topmTable(t, db, 500, 50, 2)
 	var out string
-	if err := db.QueryRow(`SELECT dp_select_topm(f, y, json_object('into','sel','m',5,'mu_select',1,'mu_release',1,'c',1,'classes',2,'labels','public')) FROM t`).Scan(&out); err != nil {
+	if err := db.QueryRow(`SELECT dp_select_topm('t', json_object('features','f','label','y','into','sel','m',5,'mu_select',1,'mu_release',1,'c',1,'classes',2,'labels','public'))`).Scan(&out); err != nil {
 		t.Fatal(err)
 	}
 	var s topmSummary
@@ -602,7 +605,7 @@ func BenchmarkSelectTopmSQL(b *testing.B) {
 	if err := tx.Commit(); err != nil {
 		b.Fatal(err)
 	}
-	q := `SELECT dp_select_topm(f, y, json_object('into', ?, 'm', 50, 'mu_select', 0.5, 'mu_release', 1, 'c', 20, 'c_release', 5, 'classes', 10, 'eps_labels', 2), rowid) FROM t`
+	q := `SELECT dp_select_topm('t', json_object('features', 'f', 'label', 'y', 'into', ?, 'm', 50, 'mu_select', 0.5, 'mu_release', 1, 'c', 20, 'c_release', 5, 'classes', 10, 'eps_labels', 2))`
 	i := 0
 	var done float64
 	for b.Loop() {
