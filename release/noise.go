@@ -116,14 +116,6 @@ func NewNoise() *Noise {
 	return newNoise(seed)
 }
 
-// NewSeededNoise returns a deterministic Noise. It is a test hook: releases made
-// with it are not private. dpsql never calls it outside tests.
-func NewSeededNoise(seed uint64) *Noise {
-	var s [32]byte
-	binary.LittleEndian.PutUint64(s[:], seed)
-	return newNoise(s)
-}
-
 // Split returns an independent Noise seeded from this one's stream, for another goroutine.
 func (n *Noise) Split() *Noise {
 	var s [32]byte

@@ -277,7 +277,8 @@ func (r results) mean(c cell) (mean, se float64) {
 // sets, then every cell of grid. Repetition rep draws its data from a PCG
 // stream seeded (Seed, rep) and its noise from release.NewSeededNoise (a test
 // hook: fine for synthetic data) seeded from both, so the results do not
-// depend on scheduling; Seed = 0 draws the noise from crypto/rand instead.
+// depend on scheduling; Seed = 0 draws the noise from crypto/rand instead, and
+// so does every build without -tags dpsql_testseed (seed_off.go).
 func (c config) sweep(grid []cell) (results, error) {
 	errs := make([][]float64, c.Reps)
 	var firstErr error
@@ -320,7 +321,7 @@ func (c config) repetition(rep int, grid []cell) ([]float64, error) {
 	r := mrand.New(mrand.NewPCG(c.Seed, uint64(rep)))
 	noise := release.NewNoise()
 	if c.Seed != 0 {
-		noise = release.NewSeededNoise(c.Seed*1_000_003 + uint64(rep))
+		noise = seededNoise(c.Seed*1_000_003 + uint64(rep))
 	}
 	mod := newModel(r, c.P, c.VarMean, c.C)
 	train := mod.sample(r, c.NTrain)

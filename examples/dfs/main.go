@@ -28,7 +28,8 @@
 // Budgets are quoted as the total replace-one GDP mu of the pipeline and the
 // epsilon it gives at -delta. Each training size in -ntrain is one scenario:
 // the paper's 30 per class, and a larger one where private selection has
-// enough signal. The noise is seeded (-seed) so the tables are reproducible;
+// enough signal. The noise is seeded (-seed, in builds with -tags
+// dpsql_testseed) so the tables are reproducible;
 // this is an experiment on synthetic data, not a release.
 //
 // Usage:

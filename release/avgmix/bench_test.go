@@ -34,7 +34,7 @@ var benchData = sync.OnceValue(func() Data {
 
 func benchRelease(b *testing.B, sampling string, p float64) {
 	data := benchData()
-	noise := release.NewSeededNoise(1)
+	noise := release.NewNoise()
 	plan, err := NewPlan(noise, benchN, benchD, benchK, Params{T: benchN, M: benchM, Mu: 1, Sampling: sampling, P: p})
 	if err != nil {
 		b.Fatal(err)

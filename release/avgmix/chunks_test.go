@@ -4,8 +4,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/dpsql/dpsql/release"
 )
 
 // chunked returns data with its features split into chunks of c rows.
@@ -28,13 +26,13 @@ func TestReleaseChunkedEqualsContiguous(t *testing.T) {
 		{T: 700, M: 20, Mu: 1},
 		{T: 700, M: 20, Mu: 1, Sampling: Hierarchical, P: 0.5},
 	} {
-		plan, err := NewPlan(release.NewSeededNoise(3), n, d, k, p)
+		plan, err := NewPlan(seededNoise(t, 3), n, d, k, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := collect(t, release.NewSeededNoise(21), cloneData(data), plan)
+		want := collect(t, seededNoise(t, 21), cloneData(data), plan)
 		for _, c := range []int{1, 4, 64, 512} {
-			got := collect(t, release.NewSeededNoise(21), chunked(data, c), plan)
+			got := collect(t, seededNoise(t, 21), chunked(data, c), plan)
 			if !slices.EqualFunc(want, got, slices.Equal) {
 				t.Errorf("%s, chunks of %d rows: the release differs from the contiguous one", plan.Sampling, c)
 			}
@@ -68,12 +66,12 @@ func TestReleaseChunkErrors(t *testing.T) {
 		{"chunk rows not a power of two", odd, "power of two"},
 		{"partial row", ragged, "whole rows"},
 	} {
-		err := Release(release.NewSeededNoise(1), tc.data, plan, func(int, []float32, []float32) error { return nil })
+		err := Release(seededNoise(t, 1), tc.data, plan, func(int, []float32, []float32) error { return nil })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
 		}
 	}
-	if err := Release(release.NewSeededNoise(1), good, plan, func(int, []float32, []float32) error { return nil }); err != nil {
+	if err := Release(seededNoise(t, 1), good, plan, func(int, []float32, []float32) error { return nil }); err != nil {
 		t.Errorf("good chunks: %v", err)
 	}
 }

@@ -61,7 +61,7 @@ func TestNewPlanErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewPlan(release.NewSeededNoise(1), tc.n, tc.d, tc.k, tc.p)
+			_, err := NewPlan(seededNoise(t, 1), tc.n, tc.d, tc.k, tc.p)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("NewPlan error = %v, want one containing %q", err, tc.want)
 			}
@@ -234,7 +234,7 @@ func TestPlanCalibrateHook(t *testing.T) {
 		if sampling == Hierarchical {
 			p.P = 0.5
 		}
-		plan, err := NewPlan(release.NewSeededNoise(2), 1000, 16, 4, p)
+		plan, err := NewPlan(seededNoise(t, 2), 1000, 16, 4, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +249,7 @@ func TestPlanCalibrateHook(t *testing.T) {
 
 func TestHierarchicalPlan(t *testing.T) {
 	const n, k, T, m, P = 1000, 10, 20000, 30, 0.3
-	plan, err := NewPlan(release.NewSeededNoise(3), n, 8, k, Params{T: T, M: m, Mu: 1, Sampling: Hierarchical, P: P})
+	plan, err := NewPlan(seededNoise(t, 3), n, 8, k, Params{T: T, M: m, Mu: 1, Sampling: Hierarchical, P: P})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,13 +278,15 @@ func TestHierarchicalPlan(t *testing.T) {
 		}
 	}
 	// Per-class accounting costs more than the paper's uniform rate m/n over
-	// T steps: about 1/sqrt(P) more in the CLT figure at the same sigma.
+	// T steps: (1/P) sqrt(max T_k / T) more in the CLT figure at the same
+	// sigma, about 1/sqrt(P) (max T_k lies within 5 sd of P T, checked above).
 	paper := CLTMu(float64(m)/n, T, plan.Sigma)
-	if r := plan.CLTMu / paper; math.Abs(r-1/math.Sqrt(P)) > 0.02 {
-		t.Errorf("per-class / paper CLT mu = %v, want about %v", r, 1/math.Sqrt(P))
+	want := math.Sqrt(float64(maxTk)/T) / P
+	if r := plan.CLTMu / paper; math.Abs(r-want) > 1e-9*want || math.Abs(want-1/math.Sqrt(P)) > 0.05 {
+		t.Errorf("per-class / paper CLT mu = %v, want (1/P) sqrt(max T_k/T) = %v, about %v", r, want, 1/math.Sqrt(P))
 	}
 	// With P = 1 every output chooses every class: Poisson sampling again.
-	p1, err := NewPlan(release.NewSeededNoise(4), n, 8, k, Params{T: 500, M: m, Mu: 1, Sampling: Hierarchical, P: 1})
+	p1, err := NewPlan(seededNoise(t, 4), n, 8, k, Params{T: 500, M: m, Mu: 1, Sampling: Hierarchical, P: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +295,7 @@ func TestHierarchicalPlan(t *testing.T) {
 		t.Errorf("hierarchical with p = 1: %+v, Poisson: %+v", p1.Mechanism, ps.Mechanism)
 	}
 	// Many classes: several words per output.
-	big, err := NewPlan(release.NewSeededNoise(5), 100000, 8, 300, Params{T: 100, M: 100, Mu: 1, Sampling: Hierarchical, P: 0.1})
+	big, err := NewPlan(seededNoise(t, 5), 100000, 8, 300, Params{T: 100, M: 100, Mu: 1, Sampling: Hierarchical, P: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +313,7 @@ func TestHierarchicalPlan(t *testing.T) {
 
 func TestPlanCheckDetectsTampering(t *testing.T) {
 	fresh := func() *Plan {
-		p, err := NewPlan(release.NewSeededNoise(6), 500, 4, 3, Params{T: 100, M: 10, Mu: 1, Sampling: Hierarchical, P: 0.5})
+		p, err := NewPlan(seededNoise(t, 6), 500, 4, 3, Params{T: 100, M: 10, Mu: 1, Sampling: Hierarchical, P: 0.5})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -81,7 +81,7 @@ func TestClipRows(t *testing.T) {
 
 func TestSkipper(t *testing.T) {
 	const n, draws = 1000, 20000
-	rng := release.NewSeededNoise(7).Rand()
+	rng := seededNoise(t, 7).Rand()
 	for _, q := range []float64{0.05, 0.5, 0.003} {
 		sk := newSkipper(q)
 		counts := make([]int, n)
@@ -234,7 +234,7 @@ func TestReleaseAllRows(t *testing.T) {
 	if plan.Q != 1 {
 		t.Fatalf("q = %v, want 1", plan.Q)
 	}
-	out := collect(t, release.NewSeededNoise(8), data, plan)
+	out := collect(t, seededNoise(t, 8), data, plan)
 	mean, variance := columnStats(out)
 	exact := rowMeans(data) // data is clipped now
 	for j := range mean {
@@ -263,7 +263,7 @@ func TestReleaseExpectation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := collect(t, release.NewSeededNoise(9), data, plan)
+		out := collect(t, seededNoise(t, 9), data, plan)
 		mean, variance := columnStats(out)
 		exact := rowMeans(data)
 		factor := plan.Q * float64(rows) / m
@@ -291,7 +291,7 @@ func TestReleaseSensitivityScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := collect(t, release.NewSeededNoise(10), data, plan)
+	out := collect(t, seededNoise(t, 10), data, plan)
 	mean, variance := columnStats(out)
 	q := plan.Q
 	vals := []float64{0.5, 0, 0, 0, 1}
@@ -317,11 +317,11 @@ func TestHierarchicalRelease(t *testing.T) {
 	for i := range n {
 		sizes[classOf(data.Y[i*k:(i+1)*k])]++
 	}
-	plan, err := NewPlan(release.NewSeededNoise(11), n, d, k, Params{T: T, M: m, Mu: 4, Sampling: Hierarchical, P: P})
+	plan, err := NewPlan(seededNoise(t, 11), n, d, k, Params{T: T, M: m, Mu: 4, Sampling: Hierarchical, P: P})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := collect(t, release.NewSeededNoise(12), cloneData(data), plan)
+	out := collect(t, seededNoise(t, 12), cloneData(data), plan)
 	// E[y~_c] = q n_c/m for outputs that chose c, 0 for the others.
 	for c := range k {
 		var in, outSum, nin, nout float64
@@ -354,7 +354,7 @@ func TestHierarchicalRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	start, rows := groupByClass(clipped)
-	w := &worker{pl: plan, data: clipped, r: release.NewSeededNoise(13).Rand(), sk: newSkipper(plan.Q), classStart: start, classRows: rows}
+	w := &worker{pl: plan, data: clipped, r: seededNoise(t, 13).Rand(), sk: newSkipper(plan.Q), classStart: start, classRows: rows}
 	for tt := range 200 {
 		w.idx = w.idx[:0]
 		w.sample(tt)
@@ -376,12 +376,12 @@ func TestReleaseDeterministicAndKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := collect(t, release.NewSeededNoise(14), cloneData(data), plan)
-	b := collect(t, release.NewSeededNoise(14), cloneData(data), plan)
+	a := collect(t, seededNoise(t, 14), cloneData(data), plan)
+	b := collect(t, seededNoise(t, 14), cloneData(data), plan)
 	if !slices.EqualFunc(a, b, slices.Equal) {
 		t.Fatal("two releases with the same seed differ")
 	}
-	c := collect(t, release.NewSeededNoise(15), cloneData(data), plan)
+	c := collect(t, seededNoise(t, 15), cloneData(data), plan)
 	if slices.EqualFunc(a, c, slices.Equal) {
 		t.Fatal("two releases with different seeds agree")
 	}
@@ -435,7 +435,7 @@ func TestReleaseEmitError(t *testing.T) {
 	before := runtime.NumGoroutine()
 	stop := errors.New("stop here")
 	calls := 0
-	err = Release(release.NewSeededNoise(16), data, plan, func(i int, x, y []float32) error {
+	err = Release(seededNoise(t, 16), data, plan, func(i int, x, y []float32) error {
 		calls++
 		if i == 700 {
 			return stop
@@ -480,14 +480,14 @@ func TestReleaseErrors(t *testing.T) {
 		want  string
 	}{
 		{"nil noise", nil, good(), plan, emit, "nil noise"},
-		{"nil emit", release.NewSeededNoise(1), good(), plan, nil, "nil emit"},
-		{"nil plan", release.NewSeededNoise(1), good(), nil, emit, "nil plan"},
-		{"NaN feature", release.NewSeededNoise(1), nanData, plan, emit, "NaN"},
-		{"Inf label", release.NewSeededNoise(1), infLabel, plan, emit, "labels"},
-		{"short X", release.NewSeededNoise(1), short, plan, emit, "19 feature values (want 20)"},
-		{"dimension mismatch", release.NewSeededNoise(1), wrongDim, plan, emit, "coordinates"},
-		{"tampered plan", release.NewSeededNoise(1), good(), &tampered, emit, "below the charged"},
-		{"zero plan", release.NewSeededNoise(1), good(), &Plan{}, emit, "plan"},
+		{"nil emit", seededNoise(t, 1), good(), plan, nil, "nil emit"},
+		{"nil plan", seededNoise(t, 1), good(), nil, emit, "nil plan"},
+		{"NaN feature", seededNoise(t, 1), nanData, plan, emit, "NaN"},
+		{"Inf label", seededNoise(t, 1), infLabel, plan, emit, "labels"},
+		{"short X", seededNoise(t, 1), short, plan, emit, "19 feature values (want 20)"},
+		{"dimension mismatch", seededNoise(t, 1), wrongDim, plan, emit, "coordinates"},
+		{"tampered plan", seededNoise(t, 1), good(), &tampered, emit, "below the charged"},
+		{"zero plan", seededNoise(t, 1), good(), &Plan{}, emit, "plan"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -500,7 +500,7 @@ func TestReleaseErrors(t *testing.T) {
 	// An empty table releases pure noise.
 	empty := Data{D: 2, K: 2}
 	n := 0
-	if err := Release(release.NewSeededNoise(1), empty, plan, func(int, []float32, []float32) error { n++; return nil }); err != nil || n != 5 {
+	if err := Release(seededNoise(t, 1), empty, plan, func(int, []float32, []float32) error { n++; return nil }); err != nil || n != 5 {
 		t.Fatalf("empty table: %v after %d rows", err, n)
 	}
 }

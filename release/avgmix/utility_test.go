@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
-
-	"github.com/dpsql/dpsql/release"
 )
 
 // etfData draws n rows of a K-class Gaussian mixture in d dimensions whose
@@ -150,7 +148,7 @@ func TestUtilityETF(t *testing.T) {
 			t.Fatal(err)
 		}
 		var xs, ys [][]float64
-		err = Release(release.NewSeededNoise(uint64(100+i)+seedOffset), cloneData(train), plan, func(_ int, x, y []float32) error {
+		err = Release(seededNoise(t, uint64(100+i)+seedOffset), cloneData(train), plan, func(_ int, x, y []float32) error {
 			xr, yr := make([]float64, d), make([]float64, K)
 			for j, v := range x {
 				xr[j] = float64(v)

@@ -40,7 +40,7 @@ func baseParams() Params {
 // seeded with seed.
 func untouched(t *testing.T, noise *release.Noise, seed uint64) {
 	t.Helper()
-	if noise.Rand().Uint64() != release.NewSeededNoise(seed).Rand().Uint64() {
+	if noise.Rand().Uint64() != seededNoise(t, seed).Rand().Uint64() {
 		t.Error("noise was drawn before the error was returned")
 	}
 }
@@ -86,7 +86,7 @@ func TestSelectValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			noise := release.NewSeededNoise(9)
+			noise := seededNoise(t, 9)
 			_, err := Select(noise, c.data, c.p)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error = %v, want it to mention %q", err, c.want)
@@ -102,7 +102,7 @@ func TestSelectAcceptsEmptyClassAndNoRows(t *testing.T) {
 	p := baseParams()
 	p.Classes = 3
 	p.MuSelect = 50
-	sel, err := Select(release.NewSeededNoise(1), d, p)
+	sel, err := Select(seededNoise(t, 1), d, p)
 	if err != nil {
 		t.Fatalf("empty class refused: %v", err)
 	}
@@ -114,7 +114,7 @@ func TestSelectAcceptsEmptyClassAndNoRows(t *testing.T) {
 	if got := slices.Sorted(slices.Values(sel.Indices[:2])); !slices.Equal(got, []int{1, 2}) {
 		t.Errorf("with an empty class the top two are %v, want [1 2]", sel.Indices[:2])
 	}
-	if _, err := Select(release.NewSeededNoise(1), Data{D: 8}, baseParams()); err != nil {
+	if _, err := Select(seededNoise(t, 1), Data{D: 8}, baseParams()); err != nil {
 		t.Errorf("no rows refused: %v", err)
 	}
 }
@@ -151,7 +151,7 @@ func TestReleaseValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			noise := release.NewSeededNoise(9)
+			noise := seededNoise(t, 9)
 			emitted := 0
 			err := ReleaseRows(noise, c.data, c.sel, c.p, func(int, []float32, int) error { emitted++; return nil })
 			if c.want == "" {
@@ -175,7 +175,7 @@ func TestReleaseStopsOnEmitError(t *testing.T) {
 	d := gaussData(1, 3000, 4, 2, nil, 0)
 	stop := errors.New("stop")
 	emitted := 0
-	err := ReleaseRows(release.NewSeededNoise(1), d, Selection{Indices: []int{0, 1, 2}}, baseParams(),
+	err := ReleaseRows(seededNoise(t, 1), d, Selection{Indices: []int{0, 1, 2}}, baseParams(),
 		func(i int, _ []float32, _ int) error {
 			if i != emitted {
 				t.Fatalf("row %d emitted out of order (expected %d)", i, emitted)
@@ -232,7 +232,7 @@ func TestStatsNoiseVariance(t *testing.T) {
 			cal, _ := p.selectCal(data.D)
 			unit, unitSq := p.C/statScale, p.C*p.C/statScale
 			var ec, es, eq []float64
-			noise := release.NewSeededNoise(11)
+			noise := seededNoise(t, 11)
 			for rep := 0; rep < 600; rep++ {
 				sel, err := Select(noise, data, p)
 				if err != nil {
@@ -370,7 +370,7 @@ func TestSelectRecoversSupport(t *testing.T) {
 			data := gaussData(6, 3000, 100, c.classes, support, 1)
 			p := Params{M: len(support), Score: c.score, MuSelect: 5, C: 12, Classes: c.classes}
 			for seed := uint64(0); seed < 5; seed++ {
-				sel, err := Select(release.NewSeededNoise(seed), data, p)
+				sel, err := Select(seededNoise(t, seed), data, p)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -399,12 +399,12 @@ func TestSelectionChangesWithNoise(t *testing.T) {
 	data := gaussData(7, 500, 100, 2, []int{1, 2, 3, 4, 5}, 0.5)
 	for _, score := range []string{ScoreDistance, ScoreT} {
 		p := Params{M: 5, Score: score, MuSelect: 0.05, C: 10, Classes: 2}
-		a, err := Select(release.NewSeededNoise(1), data, p)
+		a, err := Select(seededNoise(t, 1), data, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := Select(release.NewSeededNoise(2), data, p)
-		a2, _ := Select(release.NewSeededNoise(1), data, p)
+		b, _ := Select(seededNoise(t, 2), data, p)
+		a2, _ := Select(seededNoise(t, 1), data, p)
 		if slices.Equal(a.Indices, b.Indices) {
 			t.Errorf("%s: two seeds gave the same selection %v at mu = 0.05", score, a.Indices)
 		}
@@ -436,7 +436,7 @@ func TestReleaseNoiseVariance(t *testing.T) {
 	sigma, _ := p.releaseSigma()
 	want := map[int][]float64{0: {2, 1, 2}, 1: {2 * 4.0 / 3, 4.0 / 3, 2 * 4.0 / 3}}
 	var errs []float64
-	err := ReleaseRows(release.NewSeededNoise(3), data, Selection{Indices: idx}, p, func(i int, v []float32, lab int) error {
+	err := ReleaseRows(seededNoise(t, 3), data, Selection{Indices: idx}, p, func(i int, v []float32, lab int) error {
 		if lab != labels[i] {
 			t.Fatalf("public label changed at row %d", i)
 		}
@@ -467,7 +467,7 @@ func TestReleaseDeterministicAcrossWorkers(t *testing.T) {
 	p.Labels, p.EpsLabels = LabelsPrivate, 1
 	run := func() []float32 {
 		var out []float32
-		_ = ReleaseRows(release.NewSeededNoise(4), data, Selection{Indices: []int{1, 5, 9}}, p, func(_ int, v []float32, lab int) error {
+		_ = ReleaseRows(seededNoise(t, 4), data, Selection{Indices: []int{1, 5, 9}}, p, func(_ int, v []float32, lab int) error {
 			out = append(out, v...)
 			out = append(out, float32(lab))
 			return nil
@@ -503,7 +503,7 @@ func TestRandomizedResponseRates(t *testing.T) {
 		for i := range counts {
 			counts[i] = make([]float64, c.k)
 		}
-		err := ReleaseRows(release.NewSeededNoise(uint64(c.k)), data, Selection{Indices: []int{0}}, p, func(i int, _ []float32, lab int) error {
+		err := ReleaseRows(seededNoise(t, uint64(c.k)), data, Selection{Indices: []int{0}}, p, func(i int, _ []float32, lab int) error {
 			if lab < 0 || lab >= c.k {
 				t.Fatalf("released label %d", lab)
 			}
