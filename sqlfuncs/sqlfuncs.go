@@ -16,16 +16,20 @@
 //	gdp_epsilon(mu, delta)                    epsilon of mu-GDP at delta
 //	gdp_delta(mu, epsilon)                    delta of mu-GDP at epsilon
 //	gdp_mu(epsilon, delta)                    largest mu with (epsilon, delta)
-//	dp_avgmix(features, label, options)       aggregate: NeuroMixGDP release of T noisy mixup averages into a new table
+//	dp_avgmix(features, label, options)       aggregate: NeuroMixGDP release of T noisy mixup averages into a new table (sizes from the asserted 'n' or a charged noisy count)
 //	dp_cost(mechanism_json, delta)            rigorous epsilon of a planned release (no charge)
 //	dp_cost_report(mechanism_json, delta)     the same beside the GDP (central-limit) figure, as JSON
 //	dp_epsilon([scope,] delta)                rigorous epsilon of everything a scope has spent
-//	dp_select_topm(features, label, options [, rowid]) aggregate: private top-m feature selection (DFS) and per-row noisy release into a new table
-//	dp_vec_select(x, indices_json)            the coordinates indices of x, as a released selection applies to new rows (no charge)
+//	dp_select_topm(table, options)            private top-m feature selection (DFS) and per-row noisy release of a whole base table into a new table, in rowid order
+//	dp_vec_select(x, indices_json)            NOT private: a plain projection of raw data (the coordinates indices of x), e.g. to apply a released selection to public rows; no noise, no charge
 //
 // Every noisy function is registered as non-deterministic, so SQLite never
 // folds or reuses a noisy value, and commits its charge on a separate ledger
 // connection before it returns (see the accountant package).
+//
+// dp_select_topm's aggregate form of earlier versions, dp_select_topm(features,
+// label, options [, rowid]) over a SELECT, is refused with a message that
+// names the table form: a per-row release is private only over a whole table.
 package sqlfuncs
 
 import (
@@ -307,6 +311,21 @@ func (c *Conn) gdpSpend(args ...any) (any, error) {
 // dpGaussian implements dp_gaussian(x, sensitivity, mu) and
 // dp_gaussian(x, sensitivity, epsilon, delta). x is a number, or a float32
 // vector BLOB whose L2 sensitivity is given.
+//
+// The sensitivity is the caller's claim about x as SQLite computed it, and two
+// SQLite facts can break it. An INTEGER x reaches this function as a float64:
+// above 2^53 it is rounded (to a multiple of 2^(e-52) for x in [2^e, 2^(e+1)))
+// before the noise, so one person can move the rounded value by up to one
+// rounding step more than the stated sensitivity; keep integer aggregates below
+// 2^53 (or give a sensitivity that covers the step). And SQLite's sum() over
+// REAL values adds in floating point, in the order it reads the rows: the
+// rounded sum of clipped values can move by more than the clip bound when one
+// row is added or removed (Casacuberta, Shoemate, Vadhan and Wagaman,
+// "Widespread Underestimation of Sensitivity in Differentially Private
+// Libraries and How to Fix It", arXiv 2207.10635), so sum(min(max(v, -C), C))
+// over REALs is not exactly C-sensitive. Sums of INTEGERs are exact (below
+// 2^63); for REALs, scale to integers first or add a margin to the
+// sensitivity.
 func (c *Conn) dpGaussian(args ...any) (any, error) {
 	const fn = "dp_gaussian"
 	if err := arity(fn, args, 3, 4, "(x, sensitivity, mu) or (x, sensitivity, epsilon, delta)"); err != nil {

@@ -17,13 +17,17 @@ func init() {
 	})
 }
 
-// vecSelect implements dp_vec_select(x, indices): the coordinates indices of
-// the float32 vector x, in that order, as a float32 BLOB. indices is a JSON
-// array of 0-based feature indices, or a JSON object with an "indices" array
-// (dp_select_topm's summary, or the params of its dp_ledger row). It reads no
-// protected data beyond its arguments and charges nothing: once a selection
-// is released, applying it to new rows is post-processing. It keeps the last
-// parsed indices, since a query passes the same ones on every row.
+// vecSelect implements dp_vec_select(x, indices), a plain projection of raw
+// data, NOT a private release: it returns the coordinates indices of the
+// float32 vector x, in that order, as a float32 BLOB, with no noise and no
+// charge. Whatever x holds comes out as it is: applied to protected rows it
+// shows them in clear, exactly like selecting the column. It is meant for
+// applying a released selection to rows that are not protected (a public test
+// set), where choosing the indices from the release is post-processing.
+// indices is a JSON array of 0-based feature indices, or a JSON object with
+// an "indices" array (dp_select_topm's summary, or the params of its
+// dp_ledger row). It keeps the last parsed indices, since a query passes the
+// same ones on every row.
 type vecSelect struct {
 	mu   sync.Mutex
 	last []byte
