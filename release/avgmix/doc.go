@@ -25,8 +25,15 @@
 // Gaussian with rate q and multiplier sigma (seed 003, Theorem E.1). The
 // balance lambda = sigma_y/sigma_x of Theorem 3.1 splits the budget:
 // sigma_x = sigma sqrt(1 + 1/lambda^2), sigma_y = sigma sqrt(1 + lambda^2).
-// n is treated as public, as in the paper: q = m/n is fixed by the plan and the
-// ledger records n (the sampling uses that q whatever the actual row count).
+// n is a public planning figure, never the data's row count: q = m/n is fixed
+// by the plan and [Release] samples every row it is given at that q, whatever
+// the actual number of rows. Poisson sampling at a fixed public q with the
+// fixed divisor m is add/remove-DP for any table size, so a wrong n costs
+// accuracy (subsets of about q times the true count instead of m), never
+// privacy. dpsql takes n from the caller (asserted, recorded in the ledger) or
+// from a charged noisy count; the paper treats the true n as public, which
+// under add/remove neighbours is not DP (a release of exactly n rows reveals
+// whether a person is present).
 //
 // # Use
 //
@@ -70,7 +77,9 @@
 // With Sampling "hierarchical", each output first draws a set of classes, each
 // class independently with probability P, then includes each row of a chosen
 // class with probability q = m/(n P) (Procedure 2 with p_k = P, so q_k = q for
-// every class and class sizes play no part). Class choices are drawn by
+// every class, and class sizes play no part: no per-class count n_k is used,
+// public or noisy, and a class's pool is sampled at q whatever its size).
+// Class choices are drawn by
 // [NewPlan], before any data is read and independently of it, and are kept in
 // the plan. The released labels reveal which classes an output mixed, so dpsql
 // accounts as if the choices were published: conditional on them, a record of

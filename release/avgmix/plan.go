@@ -60,7 +60,7 @@ type Params struct {
 // modify it (Release re-checks that the noise scales still cover the
 // Mechanism to be charged).
 type Plan struct {
-	N, D, K  int    // public table size, feature and label dimensions
+	N, D, K  int    // public planning size n (not the rows read), feature and label dimensions
 	T, M     int    // rows released, mixup degree
 	Sampling string // Poisson or Hierarchical
 	P        float64
@@ -195,7 +195,9 @@ func defaultPos(name string, x, def float64) (float64, error) {
 
 // NewPlan validates p for a table of n rows with d feature and k label
 // coordinates, chooses m if p.M is 0, calibrates the noise and describes the
-// mechanism to charge. n is treated as public. For hierarchical sampling it
+// mechanism to charge. n is the public planning figure (see the package
+// documentation), not the number of rows Release will read; nothing in the
+// plan depends on that number. For hierarchical sampling it
 // also draws every output's class choices from noise (which it may be nil for
 // Poisson sampling); they are data-independent and fix the charge.
 func NewPlan(noise *release.Noise, n, d, k int, p Params) (*Plan, error) {
