@@ -141,3 +141,25 @@ func TestCalibrateSubsampledSigmaAfter(t *testing.T) {
 		t.Error("a prior above the target was accepted")
 	}
 }
+
+// BenchmarkCalibrateSubsampledSigmaAfter: dp_avgmix's noisy-count calibration
+// at the Fashion-MNIST shape (q = 124/60000, T = 60000, mu = 1, delta = 1e-5),
+// beside the release-alone calibration it replaces.
+func BenchmarkCalibrateSubsampledSigmaAfter(b *testing.B) {
+	const q, steps, delta = 124.0 / 60000, 60000, 1e-5
+	eps, _ := Epsilon(1, delta)
+	b.Run("with count", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := CalibrateSubsampledSigmaAfter(Mechanism{Kind: KindGaussian, Mu: 0.05}, q, steps, eps, delta); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("alone", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := CalibrateSubsampledSigma(q, steps, eps, delta); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

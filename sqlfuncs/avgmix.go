@@ -272,7 +272,10 @@ func (a *avgmixAgg) releaseNoisyCount(req *avgmixRequest) (string, error) {
 	v := []float64{float64(a.rows.N)}
 	req.noise.AddGaussian(v, sigmaN)
 	nc.value = v[0]
-	out, err := a.releaseWithCount(req, nc)
+	out, err := func() (out string, err error) {
+		defer guard(fn, &err) // a panic, too, must leave the count charged
+		return a.releaseWithCount(req, nc)
+	}()
 	if err == nil {
 		return out, nil
 	}
