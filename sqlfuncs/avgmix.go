@@ -63,6 +63,16 @@ const (
 // something is always charged: the composite, or, if it is refused or fails,
 // the count alone, so that no refusal reveals anything about the count for
 // free.
+//
+// One caveat of the noisy-count path: the release's parameters (q, T, sigma)
+// are chosen after the count is drawn, and the rigorous accountant composes
+// the two parts as if they had been fixed in advance. That is the assumption
+// every scope with non-Gaussian entries already makes across charges an
+// analyst chooses after seeing earlier answers; it is a theorem for GDP
+// (Smith and Thakurta, "Fully Adaptive Composition for Gaussian Differential
+// Privacy", arXiv 2210.17520), not for privacy loss distributions in general.
+// Here the choice moves with a 0.05 mu count, so q and T move by about
+// 1/(mu_n n) relative. Asserting n avoids the question.
 type avgmixAgg struct {
 	c    *Conn
 	rows vectorRows
