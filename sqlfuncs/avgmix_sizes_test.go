@@ -189,3 +189,26 @@ func TestAvgmixNoisyCountRefusalCharged(t *testing.T) {
 		t.Errorf("refusals before the draw charged %d rows", n-before)
 	}
 }
+
+// dp_cost prices a composite entry (as dp_avgmix's noisy-count path charges
+// it) exactly like the list of its parts.
+func TestCostComposite(t *testing.T) {
+	db := openDB(t, ``)
+	parts := `json_array(json_object('mechanism', 'gaussian', 'mu', 0.05), json_object('mechanism', 'subsampled_gaussian', 'q', 0.01, 'sigma', 0.7, 'steps', 120))`
+	var one, list float64
+	if err := db.QueryRow(`SELECT dp_cost(json_object('mechanism', 'composite', 'parts', ` + parts + `), 1e-5), dp_cost(` + parts + `, 1e-5)`).Scan(&one, &list); err != nil {
+		t.Fatal(err)
+	}
+	if one != list || !(one > 2.4612) {
+		t.Errorf("composite %v, parts %v (the subsampled part alone is 2.4612)", one, list)
+	}
+	var err error
+	for _, bad := range []string{
+		`json_object('mechanism', 'composite')`,
+		`json_object('mechanism', 'composite', 'parts', json_array(json_object('mechanism', 'composite', 'parts', ` + parts + `)))`,
+	} {
+		if err = db.QueryRow(`SELECT dp_cost(` + bad + `, 1e-5)`).Scan(&one); err == nil || !strings.Contains(err.Error(), "composite") {
+			t.Errorf("%s: err = %v", bad, err)
+		}
+	}
+}
