@@ -10,10 +10,16 @@ import (
 func FuzzDecodeOptions(f *testing.F) {
 	f.Add(`{"into":"r","mu":1,"T":10,"sampling":"hierarchical","p":0.5}`)
 	f.Add(`{"into":"r","colour":1}`)
+	f.Add(`{"n":60000,"into":"r","mu":1}`)
+	f.Add(`{"features":"f","label":"y","into":"s","m":2}`)
 	f.Add(`{"mu":"lots"}`)
 	f.Add(`[1,2]`)
 	f.Fuzz(func(t *testing.T, s string) {
 		var o avgmixOptions
+		var so selectTopmOptions
+		if err := decodeOptions("dp_select_topm", []byte(s), &so); err != nil && !strings.HasPrefix(err.Error(), "dp_select_topm: ") {
+			t.Fatalf("error %q does not name the function", err)
+		}
 		if err := decodeOptions("dp_avgmix", []byte(s), &o); err != nil && !strings.HasPrefix(err.Error(), "dp_avgmix: ") {
 			t.Fatalf("error %q does not name the function", err)
 		}
@@ -27,6 +33,8 @@ func FuzzParseMechanisms(f *testing.F) {
 	f.Add(`[{"mechanism":"gaussian","mu":1},{"mechanism":"laplace","epsilon":1}]`)
 	f.Add(`{"mechanism":"gaussian","mu":-1}`)
 	f.Add(`[]`)
+	f.Add(`{"mechanism":"composite","parts":[{"mechanism":"gaussian","mu":0.05},{"mechanism":"subsampled_gaussian","q":0.01,"sigma":0.7,"steps":3}]}`)
+	f.Add(`{"mechanism":"composite","parts":[{"mechanism":"composite","parts":[]}]}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		ms, err := parseMechanisms("dp_cost", s)
 		if err != nil {
