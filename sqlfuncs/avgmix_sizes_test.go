@@ -196,7 +196,7 @@ func TestCostComposite(t *testing.T) {
 	db := openDB(t, ``)
 	parts := `json_array(json_object('mechanism', 'gaussian', 'mu', 0.05), json_object('mechanism', 'subsampled_gaussian', 'q', 0.01, 'sigma', 0.7, 'steps', 120))`
 	var one, list float64
-	if err := db.QueryRow(`SELECT dp_cost(json_object('mechanism', 'composite', 'parts', ` + parts + `), 1e-5), dp_cost(` + parts + `, 1e-5)`).Scan(&one, &list); err != nil {
+	if err := db.QueryRow(`SELECT dp_cost(json_object('mechanism', 'composite', 'parts', `+parts+`), 1e-5), dp_cost(`+parts+`, 1e-5)`).Scan(&one, &list); err != nil {
 		t.Fatal(err)
 	}
 	if one != list || !(one > 2.4612) {
