@@ -135,6 +135,16 @@ func (c *Conn) dpSelectTopm(table, options any) (out string, err error) {
 	if err := c.canWriteLedger(fn); err != nil {
 		return "", err
 	}
+	// Cheap public checks before the table is read (the release's
+	// transaction checks the name again).
+	if _, err := outputTable(fn, nil, o.Into); err != nil {
+		return "", err
+	}
+	if taken, err := c.tableExists(o.Into); err != nil {
+		return "", fmt.Errorf("%s: %w", fn, err)
+	} else if taken {
+		return "", fmt.Errorf("%s: table %q already exists; releases never overwrite, choose another \"into\"", fn, o.Into)
+	}
 	src, err := c.baseTable(fn, name, o.Features, o.Label)
 	if err != nil {
 		return "", err
