@@ -13,6 +13,11 @@ const (
 	KindSubsampledGaussian = "subsampled_gaussian" // Poisson-subsampled Gaussian: Q, Sigma (noise multiplier), Steps
 	KindLaplace            = "laplace"             // Laplace noise: Sensitivity and Epsilon (= sensitivity/scale)
 	KindExternal           = "external"            // a spend made outside dpsql, given as Mu (gdp_spend)
+	// KindGaussianInf is a mu-GDP Gaussian except on an event of probability
+	// at most Delta (mass at +infinity): a protected-mode statement with
+	// private partition selection (package protect). Accounted by the PLD
+	// accountant (pld.Config.GaussianMuInf); its GDP figure is +Inf.
+	KindGaussianInf = "gaussian_inf"
 )
 
 // Neighbour notions. Budgets are stated for add/remove neighbours. A
@@ -40,6 +45,7 @@ type Mechanism struct {
 	Steps       int     `json:"steps,omitempty"`       // number of compositions (default 1)
 	Epsilon     float64 `json:"epsilon,omitempty"`     // laplace: sensitivity/scale
 	Neighbours  string  `json:"neighbours,omitempty"`  // add_remove (default) or replace_one
+	Delta       float64 `json:"delta,omitempty"`       // gaussian_inf: mass at +infinity
 }
 
 // ParseMechanism decodes and validates a JSON mechanism description.
@@ -104,10 +110,20 @@ func (m Mechanism) Validate() error {
 		if !finitePos(m.Epsilon) {
 			return fmt.Errorf("laplace: epsilon must be positive and finite, got %v", m.Epsilon)
 		}
+	case KindGaussianInf:
+		if !finitePos(m.Mu) {
+			return fmt.Errorf("gaussian_inf: mu must be positive and finite, got %v", m.Mu)
+		}
+		if !(m.Delta > 0 && m.Delta < 1) {
+			return fmt.Errorf("gaussian_inf: delta must lie in (0, 1), got %v", m.Delta)
+		}
+		if m.Neighbours == ReplaceOne {
+			return errors.New("gaussian_inf: only add_remove neighbours are supported")
+		}
 	case "":
-		return fmt.Errorf("mechanism kind is missing (want one of gaussian, subsampled_gaussian, laplace, external)")
+		return fmt.Errorf("mechanism kind is missing (want one of gaussian, subsampled_gaussian, laplace, external, gaussian_inf)")
 	default:
-		return fmt.Errorf("unknown mechanism %q (want one of gaussian, subsampled_gaussian, laplace, external)", m.Kind)
+		return fmt.Errorf("unknown mechanism %q (want one of gaussian, subsampled_gaussian, laplace, external, gaussian_inf)", m.Kind)
 	}
 	return nil
 }
