@@ -48,9 +48,8 @@ func (Driver) Open(dsn string) (driver.Conn, error) {
 		if _, err := sqlfuncs.Register(c, scope); err != nil {
 			return err
 		}
-		if analyst {
-			return nil
-		}
+		// Analyst connections have them too, for their authorizer to refuse
+		// by name.
 		return protect.RegisterOwnerFuncs(c)
 	}}
 	c, err := d.Open(dsn)

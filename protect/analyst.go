@@ -57,8 +57,12 @@ func NewAnalystConn(sc *sqlite3.SQLiteConn, scope string) (*AnalystConn, error) 
 	return c, nil
 }
 
+// deny records the first reason a statement is refused (SQLite stops at the
+// first denial, and later callbacks would only obscure it).
 func (c *AnalystConn) deny(format string, args ...any) int {
-	c.denial = fmt.Sprintf(format, args...)
+	if c.denial == "" {
+		c.denial = fmt.Sprintf(format, args...)
+	}
 	return sqlite3.SQLITE_DENY
 }
 
@@ -86,7 +90,13 @@ func (c *AnalystConn) authorize(op int, a1, a2, a3 string) int {
 		}
 		return c.deny("PRAGMA %s is not available on an analyst connection (allowed: %s)", a1, strings.Join(analystPragmas, ", "))
 	case sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE:
-		if a3 == "temp" && c.tempName(a1) {
+		t := strings.ToLower(a1)
+		switch {
+		case a3 == "temp" && (t == "sqlite_temp_master" || t == "sqlite_temp_schema"):
+			return sqlite3.SQLITE_OK // TEMP DDL's bookkeeping; the DDL itself is checked on its own
+		case t == "sqlite_master" || t == "sqlite_schema":
+			return c.deny("this statement changes the database schema: an analyst connection reads public tables, runs SELECT WITH DIFFERENTIAL_PRIVACY on protected ones, and writes only its own TEMP tables")
+		case a3 == "temp" && c.tempName(a1):
 			return sqlite3.SQLITE_OK
 		}
 		return c.deny("an analyst connection writes only its own TEMP tables (refused: write to %s.%s)", a3, a1)
@@ -167,7 +177,7 @@ func (c *AnalystConn) explain(err error) error {
 	c.mu.Lock()
 	d := c.denial
 	c.mu.Unlock()
-	if d != "" && strings.Contains(err.Error(), "not authorized") {
+	if d != "" && (strings.Contains(err.Error(), "not authorized") || strings.Contains(err.Error(), "prohibited")) {
 		return &Refusal{Msg: d}
 	}
 	return err
