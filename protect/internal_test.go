@@ -1,0 +1,197 @@
+package protect
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/release"
+)
+
+// testDB creates a file with a ledger (scope "default", mu, delta 1e-5), a
+// table t(pid, g, x) filled by rows, protected by p; it returns the engine.
+func testDB(t testing.TB, mu float64, p Policy, rows func(ins func(pid any, g any, x any))) (*Engine, *sql.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	b, err := accountant.NewBudget("default", mu, 0, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := accountant.Init(ctx, db, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE t (pid INTEGER, g TEXT, x REAL)`); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ := db.Begin()
+	st, _ := tx.Prepare(`INSERT INTO t VALUES (?, ?, ?)`)
+	rows(func(pid, g, x any) {
+		if _, err := st.Exec(pid, g, x); err != nil {
+			t.Fatal(err)
+		}
+	})
+	st.Close()
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Protect(ctx, db, "t", p); err != nil {
+		t.Fatal(err)
+	}
+	e, err := EngineFor(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, db
+}
+
+// exact plans q and returns the plan and the bounded exact groups.
+func exact(t testing.TB, e *Engine, q string) (*plan, []group) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := e.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	pl, err := e.plan(ctx, conn, "default", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := e.read(ctx, conn, pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl, gs
+}
+
+// A group held by one person never appears in 1,000 releases (each appears
+// with probability at most delta_s = 1e-7), while a group of 200 persons
+// always does: partition selection, not the raw GROUP BY of curator mode,
+// decides which keys come out.
+func TestOnePersonGroupAbsent(t *testing.T) {
+	e, _ := testDB(t, 10, Policy{PrivacyUnit: "pid"}, func(ins func(pid, g, x any)) {
+		for i := range 200 {
+			ins(i, "common", 1.0)
+		}
+		ins(1000, "rare-diagnosis", 1.0)
+	})
+	pl, gs := exact(t, e, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) g, COUNT(*) FROM t GROUP BY g`)
+	if len(gs) != 2 {
+		t.Fatalf("exact groups: %d, want 2 (the raw GROUP BY sees the rare key)", len(gs))
+	}
+	noise := release.NewNoise()
+	common := 0
+	for range 1000 {
+		res := releaseRows(pl, gs, noise)
+		for _, r := range res.Rows {
+			switch r[0] {
+			case "rare-diagnosis":
+				t.Fatalf("the one-person group was released: %v", res.Rows)
+			case "common":
+				common++
+			}
+		}
+	}
+	if common != 1000 {
+		t.Errorf("the 200-person group appeared %d times out of 1000", common)
+	}
+	// The threshold is the documented one.
+	z := normalQuantileUpper(pl.deltaS / float64(pl.maxGroups))
+	if want := 1 + pl.sigmaSel*z; pl.tau != want || math.Abs(pl.deltaS-SelectionDeltaShare*1e-5) > 1e-20 {
+		t.Errorf("tau %v delta_s %v, want %v and %v", pl.tau, pl.deltaS, want, SelectionDeltaShare*1e-5)
+	}
+	if p := 0.5 * math.Erfc(z/math.Sqrt2); p > pl.deltaS {
+		t.Errorf("P(N > z) = %g > delta_s %g", p, pl.deltaS)
+	}
+}
+
+// A person with many rows in many groups contributes at most max_rows rows
+// to at most max_groups groups, and their values are clamped to the bounds.
+func TestManyRowsPersonBounded(t *testing.T) {
+	e, _ := testDB(t, 10, Policy{PrivacyUnit: "pid", MaxGroups: 3, MaxRows: 2, Bounds: map[string][2]float64{"x": {0, 10}}},
+		func(ins func(pid, g, x any)) {
+			for g := range 20 {
+				for range 50 {
+					ins(7, fmt.Sprintf("g%02d", g), 1e9) // one person, 20 groups, 50 huge rows each
+				}
+			}
+			ins(8, "h", math.Inf(1))
+			ins(8, "h", "not a number") // dropped from SUM, counted by COUNT(*)
+			ins(nil, "g00", 5.0)        // no privacy unit: dropped
+		})
+	pl, gs := exact(t, e, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1, max_groups_contributed = 3) g, COUNT(*), SUM(x) FROM t GROUP BY g`)
+	var rows, persons int64
+	var sum float64
+	for _, g := range gs {
+		if g.keys[0] == "h" {
+			// person 8's two rows: inf clamped to 10, text dropped from SUM
+			if g.persons != 1 || g.vals[0] != 2 || float64(g.vals[1])*pl.aggs[1].quant != 10 {
+				t.Errorf("person 8: %+v, want 1 person, 2 rows, sum 10", g)
+			}
+			continue
+		}
+		rows += g.vals[0]
+		sum += float64(g.vals[1]) * pl.aggs[1].quant
+		persons += g.persons
+	}
+	if persons > 3 || rows != persons*2 || sum != float64(rows)*10 {
+		t.Errorf("person 7 reached %d groups, %d rows, sum %v; want at most 3 groups, 2 rows each, each value clamped to 10 (exact groups %+v)", persons, rows, sum, gs)
+	}
+	// The sensitivities the noise is calibrated to cover this contribution.
+	if s := pl.aggs[0].sens; s != 2*math.Sqrt(3) {
+		t.Errorf("COUNT sensitivity %v, want 2 sqrt(3)", s)
+	}
+	if s := pl.aggs[1].sens; s < 2*math.Sqrt(3)*10 {
+		t.Errorf("SUM sensitivity %v below 2 sqrt(3) 10", s)
+	}
+}
+
+// Noisy counts and means on 10^5 rows are within their stated noise: the
+// standardised errors of 400 releases have mean about 0 and variance about 1.
+func TestAccuracyStatistical(t *testing.T) {
+	const n = 100000
+	e, _ := testDB(t, 10, Policy{PrivacyUnit: "pid"}, func(ins func(pid, g, x any)) {
+		for i := range n {
+			ins(i, []string{"a", "b", "c", "d"}[i%4], float64(i%100)) // x uniform on 0..99
+		}
+	})
+	pl, gs := exact(t, e, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5) g, COUNT(*) AS n, AVG(x, contribution_bounds_per_group => (0, 100)) AS m FROM t GROUP BY g`)
+	noise := release.NewNoise()
+	var zc, zc2, zm, zm2 float64
+	var k int
+	for range 100 {
+		res := releaseRows(pl, gs, noise)
+		if len(res.Rows) != 4 {
+			t.Fatalf("released %d groups, want 4", len(res.Rows))
+		}
+		for _, r := range res.Rows {
+			z := (float64(r[1].(int64)) - n/4) / pl.aggs[0].sigma
+			zc += z
+			zc2 += z * z
+			// AVG: group a holds x = 0, 4, ..., 96 (mean 48), b 49, c 50,
+			// d 51; the error is about noise_sum/count.
+			truth := 48 + float64(r[0].(string)[0]-'a')
+			zmv := (r[2].(float64) - truth) / (pl.aggs[1].sigma / (n / 4))
+			zm += zmv
+			zm2 += zmv * zmv
+			k++
+		}
+	}
+	for name, m := range map[string][2]float64{"count": {zc, zc2}, "mean": {zm, zm2}} {
+		mean, v := m[0]/float64(k), m[1]/float64(k)
+		if math.Abs(mean) > 5/math.Sqrt(float64(k)) || math.Abs(v-1) > 5*math.Sqrt(2/float64(k)) {
+			t.Errorf("%s: standardised error mean %.3f variance %.3f over %d, want about 0 and 1", name, mean, v, k)
+		}
+	}
+}
