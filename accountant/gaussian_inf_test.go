@@ -18,8 +18,8 @@ func TestGaussianInfAccounting(t *testing.T) {
 		if err := m.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		if !math.IsInf(m.GDPMu(), 1) {
-			t.Fatalf("GDPMu = %v, want +Inf (not GDP)", m.GDPMu())
+		if m.GDPMu() != tc.mu || m.IsGaussian() {
+			t.Fatalf("GDPMu = %v, IsGaussian %v: want the Gaussian part's mu, and not exactly GDP", m.GDPMu(), m.IsGaussian())
 		}
 		got, err := RigorousDelta([]Mechanism{m}, tc.eps)
 		if err != nil {

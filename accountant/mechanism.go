@@ -16,7 +16,8 @@ const (
 	// KindGaussianInf is a mu-GDP Gaussian except on an event of probability
 	// at most Delta (mass at +infinity): a protected-mode statement with
 	// private partition selection (package protect). Accounted by the PLD
-	// accountant (pld.Config.GaussianMuInf); its GDP figure is +Inf.
+	// accountant (pld.Config.GaussianMuInf); its GDP figure is the Gaussian
+	// part's Mu alone.
 	KindGaussianInf = "gaussian_inf"
 )
 
@@ -145,8 +146,10 @@ func (m Mechanism) IsGaussian() bool {
 // for Gaussian and external entries; for a subsampled Gaussian it is the
 // central-limit value q sqrt(T) sqrt(e^(1/sigma^2) - 1) (Bu, Dong, Long, Su 2020;
 // seed 003 Theorem E.2), which is asymptotic only and never used alone for a
-// budget decision; for Laplace no finite mu dominates in general, so +Inf is
-// returned and the rigorous accountant decides. Replace-one entries are charged
+// budget decision; for gaussian_inf it is the Gaussian part's mu, without
+// its mass at +infinity, likewise never used alone; for Laplace no finite mu
+// dominates in general, so +Inf is returned and the rigorous accountant
+// decides. Replace-one entries are charged
 // as stated (see ReplaceOne).
 func (m Mechanism) GDPMu() float64 {
 	var mu float64
@@ -162,6 +165,8 @@ func (m Mechanism) GDPMu() float64 {
 		mu = m.Mu * math.Sqrt(m.steps())
 	case KindSubsampledGaussian:
 		mu = m.Q * math.Sqrt(m.steps()) * math.Sqrt(math.Expm1(1/(m.Sigma*m.Sigma)))
+	case KindGaussianInf:
+		mu = m.Mu * math.Sqrt(m.steps()) // the Gaussian part only: its Delta is left to the rigorous accountant
 	default:
 		return math.Inf(1)
 	}
