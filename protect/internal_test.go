@@ -195,3 +195,32 @@ func TestAccuracyStatistical(t *testing.T) {
 		}
 	}
 }
+
+// With max_groups = max_rows = 1 (the one-row rewrite), a person with 1,000
+// rows in 20 groups still counts once, in one group, with one clamped value.
+func TestOneRowPerPersonBounded(t *testing.T) {
+	e, _ := testDB(t, 10, Policy{PrivacyUnit: "pid", Bounds: map[string][2]float64{"x": {-5, 5}}}, func(ins func(pid, g, x any)) {
+		for i := range 1000 {
+			ins(7, fmt.Sprintf("g%02d", i%20), -1e9)
+		}
+		ins(9, "g00", nil) // COUNT(x) and AVG drop NULL
+	})
+	for _, q := range []string{
+		`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) g, COUNT(*), SUM(x), COUNT(x), AVG(x) FROM t GROUP BY g`,
+		`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*), SUM(x), COUNT(x), AVG(x) FROM t`,
+	} {
+		pl, gs := exact(t, e, q)
+		var rows, persons, nonNull, avgCount int64
+		var sum float64
+		for _, g := range gs {
+			persons += g.persons
+			rows += g.vals[0]
+			sum += float64(g.vals[1]) * pl.aggs[1].quant
+			nonNull += g.vals[2]
+			avgCount += g.counts[3]
+		}
+		if persons != 2 || rows != 2 || sum != -5 || nonNull != 1 || avgCount != 1 {
+			t.Errorf("%s\n persons %d rows %d sum %v non-null %d avg count %d; want 2, 2, -5, 1, 1", q, persons, rows, sum, nonNull, avgCount)
+		}
+	}
+}

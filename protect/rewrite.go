@@ -81,6 +81,9 @@ func rewrite(pl *plan) string {
 		return b.String()
 	}
 	u := dpselect.QuoteIdent(pl.policy.PrivacyUnit)
+	if pl.maxRows == 1 && pl.maxGroups == 1 {
+		return rewriteOneRow(pl, t, u, keys, where)
+	}
 	// Level 1: the rows, their values and a random rank within (person, group).
 	var l1 strings.Builder
 	l1.WriteString("SELECT " + u + " AS _u")
@@ -139,6 +142,53 @@ func rewrite(pl *plan) string {
 		}
 	}
 	fmt.Fprintf(&b, " FROM (%s) WHERE _gn <= %d", l2.String(), pl.maxGroups)
+	if len(kk) > 0 {
+		b.WriteString(" GROUP BY " + strings.Join(kk, ", "))
+	}
+	return b.String()
+}
+
+// rewriteOneRow bounds each person to one row (max_rows = max_groups = 1)
+// in one GROUP BY: SQLite's min() gives its bare columns the values of the
+// row where the minimum is reached, here of random(), a fresh uniform choice
+// among the person's rows.
+func rewriteOneRow(pl *plan, t, u string, keys []string, where string) string {
+	var in strings.Builder
+	in.WriteString("SELECT ")
+	kk := make([]string, len(keys))
+	for i, k := range keys {
+		kk[i] = "_k" + strconv.Itoa(i)
+		fmt.Fprintf(&in, "%s AS _k%d, ", k, i)
+	}
+	for j, a := range pl.aggs {
+		switch {
+		case a.kind == dpselect.Count && a.column != "":
+			fmt.Fprintf(&in, "(%s IS NOT NULL) AS _v%d, ", dpselect.QuoteIdent(a.column), j)
+		case a.kind != dpselect.Count:
+			fmt.Fprintf(&in, "%s AS _v%d, ", valueExpr(a), j)
+		}
+	}
+	fmt.Fprintf(&in, "min(random()) AS _r FROM %s WHERE (%s) AND %s IS NOT NULL GROUP BY %s", t, where, u, u)
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	for _, k := range kk {
+		b.WriteString(k + ", ")
+	}
+	b.WriteString("count(*)")
+	for j, a := range pl.aggs {
+		switch {
+		case a.kind == dpselect.Count && a.column == "":
+			b.WriteString(", count(*)")
+		case a.kind == dpselect.Count:
+			fmt.Fprintf(&b, ", sum(_v%d)", j)
+		default:
+			fmt.Fprintf(&b, ", coalesce(sum(_v%d), 0)", j)
+			if a.kind == dpselect.Avg {
+				fmt.Fprintf(&b, ", count(_v%d)", j)
+			}
+		}
+	}
+	fmt.Fprintf(&b, " FROM (%s)", in.String())
 	if len(kk) > 0 {
 		b.WriteString(" GROUP BY " + strings.Join(kk, ", "))
 	}

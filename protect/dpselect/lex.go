@@ -26,7 +26,7 @@ type token struct {
 
 // lex splits src into tokens, dropping white space and comments.
 func lex(src string) ([]token, error) {
-	var out []token
+	out := make([]token, 0, len(src)/4+2)
 	i := 0
 	for i < len(src) {
 		c := src[i]
