@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strconv"
@@ -141,4 +142,46 @@ func (m *Main) openAnalystSession(ctx context.Context, path, scope string) (*ses
 		return nil, err
 	}
 	return &session{m: m, path: path, db: db, conn: conn}, nil
+}
+
+// demoAnalyst is the demo's last step: the owner protects patients, and an
+// analyst sees it only through a DP SELECT.
+func (m *Main) demoAnalyst(ctx context.Context, w io.Writer, path string) error {
+	say := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	run := func(args ...string) error {
+		say("$ dpsql %s\n", strings.Join(args, " "))
+		return m.Run(ctx, args)
+	}
+	say(`
+10. Protected mode. So far whoever wrote the SQL was trusted. Now the owner
+    protects patients and gives an analyst a scope of their own; the analyst
+    reaches patients only through SELECT WITH DIFFERENTIAL_PRIVACY.
+`)
+	if err := run("init", path, "--mu", "1", "--scope", "analyst"); err != nil {
+		return err
+	}
+	if err := run("protect", path, "patients", "--privacy-unit", "id", "--bounds", "bmi=10:60"); err != nil {
+		return err
+	}
+	s, err := m.openAnalystSession(ctx, path, "analyst")
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	step := func(stmt string) error {
+		say("analyst> %s\n", stmt)
+		return s.Run(ctx, stmt, newPrinter(w, FormatTable))
+	}
+	say("\n    A raw query is refused (and charges nothing):\n")
+	if err := step(`SELECT * FROM patients LIMIT 3;`); err == nil || !protect.IsRefusal(err) {
+		return fmt.Errorf("demo: the analyst's raw query was not refused: %v", err)
+	} else {
+		say("refused: %s\n", strings.TrimPrefix(err.Error(), "refused: "))
+	}
+	say(`
+    A DP GROUP BY: the keys come out only if enough people hold them (private
+    partition selection), counts and means carry noise, and the whole statement
+    is one charge of mu = 0.5 to the scope "analyst".
+`)
+	return step(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5) sex, COUNT(*) AS n, AVG(bmi) AS mean_bmi FROM patients WHERE age >= 18 GROUP BY sex;`)
 }
