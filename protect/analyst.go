@@ -37,6 +37,10 @@ type AnalystConn struct {
 // policies, or load code.
 var analystDeniedFunctions = []string{"load_extension", "dp_init", "dp_init_epsilon", "dp_use_scope", "dp_protect", "dp_unprotect"}
 
+// Release aggregates write their tables into the main schema (through the
+// ledger connection), which an analyst may not.
+var analystReleaseFunctions = []string{"dp_avgmix", "dp_select_topm"}
+
 // Schema PRAGMAs an analyst may read; every other PRAGMA is refused.
 var analystPragmas = []string{"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo", "foreign_key_list", "function_list", "collation_list"}
 
@@ -82,6 +86,9 @@ func (c *AnalystConn) authorize(op int, a1, a2, a3 string) int {
 	case sqlite3.SQLITE_FUNCTION:
 		if slices.Contains(analystDeniedFunctions, strings.ToLower(a2)) {
 			return c.deny("%s() is not available on an analyst connection (budgets, scopes and policies are the owner's)", a2)
+		}
+		if slices.Contains(analystReleaseFunctions, strings.ToLower(a2)) {
+			return c.deny("%s() writes a release table into the database, which an analyst connection may not: ask the owner to run it", a2)
 		}
 		return sqlite3.SQLITE_OK
 	case sqlite3.SQLITE_PRAGMA:

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/protect"
 )
 
@@ -58,6 +59,7 @@ func TestBypassAttemptsRefused(t *testing.T) {
 		{"dp_use_scope", `SELECT dp_use_scope('other')`, "dp_use_scope() is not available"},
 		{"dp_unprotect", `SELECT dp_unprotect('patients')`, "dp_unprotect() is not available"},
 		{"dp_protect", `SELECT dp_protect('wards', '{}')`, "dp_protect() is not available"},
+		{"release into main", `SELECT dp_avgmix(x'0000803f', 1, json_object('into', 'dp_policy', 'mu', 1)) FROM wards`, "dp_avgmix() writes a release table"},
 		{"DP bare column", dp + `pid, COUNT(*) FROM patients`, "neither a GROUP BY key"},
 		{"DP HAVING", dp + `sex, COUNT(*) FROM patients GROUP BY sex HAVING COUNT(*) > 5`, "HAVING"},
 		{"DP subquery", dp + `COUNT(*) FROM patients WHERE pid IN (SELECT pid FROM patients)`, "subqueries"},
@@ -109,6 +111,28 @@ func TestBypassAttemptsRefused(t *testing.T) {
 	}
 	if ledgerRows(t, owner) != 0 {
 		t.Errorf("a refused statement charged")
+	}
+}
+
+// The DSN parameter dp_role=analyst makes the same analyst connections as
+// ext.OpenAnalyst; an unknown role is an error.
+func TestDSNRole(t *testing.T) {
+	path, _ := newClinic(t, 10, `json_object('privacy_unit', 'pid')`, insertPatients(3, func(i int) (int, string, int, any) { return i, "F", 40, 22.5 }))
+	db, err := sql.Open(ext.DriverName, ext.DSN(path)+"&dp_role=analyst&dp_scope=default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, _, err := queryAll(context.Background(), db, `SELECT * FROM patients`); err == nil || !strings.Contains(err.Error(), "is protected") {
+		t.Errorf("dp_role=analyst: %v", err)
+	}
+	if _, _, err := queryAll(context.Background(), db, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.1) COUNT(*) FROM patients`); err != nil {
+		t.Errorf("dp_role=analyst DP query: %v", err)
+	}
+	bad, _ := sql.Open(ext.DriverName, ext.DSN(path)+"&dp_role=boss")
+	defer bad.Close()
+	if err := bad.Ping(); err == nil || !strings.Contains(err.Error(), "unknown dp_role") {
+		t.Errorf("unknown role: %v", err)
 	}
 }
 
