@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/dpsql/dpsql/accountant"
@@ -222,5 +223,46 @@ func TestOneRowPerPersonBounded(t *testing.T) {
 		if persons != 2 || rows != 2 || sum != -5 || nonNull != 1 || avgCount != 1 {
 			t.Errorf("%s\n persons %d rows %d sum %v non-null %d avg count %d; want 2, 2, -5, 1, 1", q, persons, rows, sum, nonNull, avgCount)
 		}
+	}
+}
+
+// The second line of defence: if the checker let through a function or a
+// column read it should not have, the authorizer the rewritten SQL is
+// prepared under refuses it.
+func TestExecutionAuthorizer(t *testing.T) {
+	e, db := testDB(t, 10, Policy{PrivacyUnit: "pid"}, func(ins func(pid, g, x any)) { ins(1, "a", 1.0) })
+	if _, err := db.Exec(`CREATE TABLE other (secret)`); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct{ where, want string }{
+		{`abs("pid") > 0`, `"abs"`},
+		{`json_extract("g", '$') = 1`, `"json_extract"`},
+		{`"x" IN (SELECT "secret" FROM other)`, `"other"`},
+		{`load_extension('x') IS NULL`, `"load_extension"`},
+	} {
+		conn, err := e.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := e.plan(ctx, conn, "default", `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) FROM t`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl.where = tc.where // as if the checker had missed it
+		_, err = e.read(ctx, conn, pl)
+		conn.Close()
+		if err == nil || !strings.Contains(err.Error(), "did not approve") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("WHERE %s: %v", tc.where, err)
+		}
+	}
+	// An unapproved column of the protected table is refused too.
+	conn, _ := e.db.Conn(ctx)
+	defer conn.Close()
+	pl, _ := e.plan(ctx, conn, "default", `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) FROM t`)
+	pl.where = `"x" > 0`
+	delete(pl.reads, "x")
+	if _, err := e.read(ctx, conn, pl); err == nil || !strings.Contains(err.Error(), `"x"`) {
+		t.Errorf("unapproved column: %v", err)
 	}
 }
