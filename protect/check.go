@@ -50,18 +50,22 @@ type aggPlan struct {
 // plan is a checked statement, everything public: what to read, how to
 // bound it, how much noise to add, and what to charge.
 type plan struct {
-	stmt      *dpselect.Statement
-	table     string
-	policy    Policy
-	cols      map[string]string // the table's columns by lower-case name
-	keys      []string          // group-by columns, as the schema spells them
-	where     string            // rendered WHERE, "" if none
-	reads     map[string]bool   // lower-case columns the statement may read
-	aggs      []aggPlan
-	items     []int // per output item: -1-k for key k, or an index into aggs
-	maxGroups int
-	maxRows   int
-	mu        float64 // the statement's total mu
+	stmt   *dpselect.Statement
+	table  string
+	policy Policy
+	cols   map[string]string // the table's columns by lower-case name
+	keys   []string          // group-by columns, as the schema spells them
+	where  string            // rendered WHERE, "" if none
+	reads  map[string]bool   // lower-case columns the statement may read
+	// public keys (GROUP BY columns that all have a declared key table):
+	// per key, the table and column, and the values read from them.
+	keySources [][2]string
+	keyValues  [][]any
+	aggs       []aggPlan
+	items      []int // per output item: -1-k for key k, or an index into aggs
+	maxGroups  int
+	maxRows    int
+	mu         float64 // the statement's total mu
 	// partition selection (GROUP BY only)
 	selMu, sigmaSel, tau, deltaS float64
 	mech                         accountant.Mechanism
@@ -161,6 +165,20 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	if len(pl.keys) == 0 {
 		pl.maxGroups = 1
 	}
+	for _, k := range pl.keys {
+		src, ok := pl.policy.PublicKeys[k]
+		if !ok {
+			pl.keySources = nil
+			break
+		}
+		kt, kc, _ := strings.Cut(src, ".")
+		for t := range policies {
+			if strings.EqualFold(t, kt) {
+				return nil, refusef("the public keys of %s come from %s, which is now protected: ask the owner to fix the policy", k, kt)
+			}
+		}
+		pl.keySources = append(pl.keySources, [2]string{kt, kc})
+	}
 	// Items.
 	names := map[string]bool{}
 	for _, it := range st.Items {
@@ -246,7 +264,7 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	if seen["delta"] {
 		ref = delta
 	}
-	selection := len(pl.keys) > 0
+	selection := len(pl.keys) > 0 && pl.keySources == nil
 	if selection {
 		pl.deltaS = SelectionDeltaShare * ref
 	}
@@ -331,9 +349,16 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	} else {
 		pl.mech = accountant.Mechanism{Kind: accountant.KindGaussian, Mu: mu}
 	}
-	pl.details = map[string]any{
+	if pl.keySources != nil {
+		pl.details = map[string]any{"public_keys": pl.policy.PublicKeys}
+	} else {
+		pl.details = map[string]any{}
+	}
+	for k, v := range map[string]any{
 		"protected_table": table, "privacy_unit": pl.policy.PrivacyUnit, "max_groups": pl.maxGroups, "max_rows": pl.maxRows,
 		"parts": details, "noise_tv_per_value": release.NoiseTV,
+	} {
+		pl.details[k] = v
 	}
 	if seen["epsilon"] {
 		pl.details["epsilon_requested"], pl.details["delta_requested"] = eps, delta

@@ -112,8 +112,42 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 			}
 		}
 	}
-	return checkStatement(st, policies, cols, b.Delta)
+	pl, err := checkStatement(st, policies, cols, b.Delta)
+	if err != nil || pl.keySources == nil {
+		return pl, err
+	}
+	// Public keys: read the declared key lists (public tables).
+	combos := 1
+	for _, ks := range pl.keySources {
+		rows, err := conn.QueryContext(ctx, fmt.Sprintf(`SELECT DISTINCT %s FROM main.%s WHERE %s IS NOT NULL`,
+			dpselect.QuoteIdent(ks[1]), dpselect.QuoteIdent(ks[0]), dpselect.QuoteIdent(ks[1])))
+		if err != nil {
+			return nil, fmt.Errorf("reading the public keys in %s.%s: %w", ks[0], ks[1], err)
+		}
+		var vals []any
+		for rows.Next() {
+			var v any
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			vals = append(vals, v)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		combos *= max(len(vals), 1)
+		if combos > maxKeyCombinations {
+			return nil, refusef("the public keys of the GROUP BY columns make more than %d groups", maxKeyCombinations)
+		}
+		pl.keyValues = append(pl.keyValues, vals)
+	}
+	return pl, nil
 }
+
+// maxKeyCombinations caps the groups a GROUP BY over public keys releases.
+const maxKeyCombinations = 1000000
 
 // group is one group's exact, bounded figures as the rewritten SQL returns them.
 type group struct {
@@ -135,6 +169,11 @@ func (e *Engine) read(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, e
 		case sqlite3.SQLITE_READ:
 			if strings.EqualFold(a1, pl.table) && a3 == "main" && (a2 == "" || pl.reads[strings.ToLower(a2)]) {
 				return sqlite3.SQLITE_OK
+			}
+			for _, ks := range pl.keySources {
+				if strings.EqualFold(a1, ks[0]) && a3 == "main" && strings.EqualFold(a2, ks[1]) {
+					return sqlite3.SQLITE_OK
+				}
 			}
 		case sqlite3.SQLITE_FUNCTION:
 			if _, ok := safeFunctions[a2]; ok || containsFold(ruleFunctions, a2) {
@@ -203,6 +242,62 @@ func (e *Engine) read(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, e
 	return out, rows.Err()
 }
 
+// publicGroups returns one group per combination of the public keys, with
+// the exact figures of the data's group of those keys, or zeros.
+func publicGroups(pl *plan, groups []group) []group {
+	byKey := make(map[string]group, len(groups))
+	for _, g := range groups {
+		byKey[canonKey(g.keys)] = g
+	}
+	var out []group
+	cur := make([]any, len(pl.keyValues))
+	var walk func(i int)
+	walk = func(i int) {
+		if i == len(pl.keyValues) {
+			k := append([]any(nil), cur...)
+			g, ok := byKey[canonKey(k)]
+			if !ok {
+				g = group{vals: make([]int64, len(pl.aggs)), counts: make([]int64, len(pl.aggs))}
+			}
+			g.keys = k
+			out = append(out, g)
+			return
+		}
+		for _, v := range pl.keyValues[i] {
+			cur[i] = v
+			walk(i + 1)
+		}
+	}
+	walk(0)
+	return out
+}
+
+// canonKey identifies a combination of key values as SQLite's GROUP BY and
+// IN compare them: an integral REAL equals the INTEGER.
+func canonKey(vs []any) string {
+	var b strings.Builder
+	for _, v := range vs {
+		switch v := v.(type) {
+		case int64:
+			fmt.Fprintf(&b, "n%d", v)
+		case float64:
+			if v == math.Trunc(v) && math.Abs(v) < 1<<62 {
+				fmt.Fprintf(&b, "n%d", int64(v))
+			} else {
+				fmt.Fprintf(&b, "f%v", v)
+			}
+		case string:
+			fmt.Fprintf(&b, "s%q", v)
+		case []byte:
+			fmt.Fprintf(&b, "b%x", v)
+		default:
+			fmt.Fprintf(&b, "?%v", v)
+		}
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
 func asInt(v any) int64 {
 	switch v := v.(type) {
 	case int64:
@@ -233,7 +328,9 @@ func releaseRows(pl *plan, groups []group, noise *release.Noise) *Result {
 		groups = []group{{vals: make([]int64, len(pl.aggs)), counts: make([]int64, len(pl.aggs))}}
 	}
 	kept := groups
-	if len(pl.keys) > 0 {
+	if pl.keySources != nil {
+		kept = publicGroups(pl, groups)
+	} else if len(pl.keys) > 0 {
 		sel := make([]float64, len(groups))
 		for i, g := range groups {
 			sel[i] = float64(g.persons)

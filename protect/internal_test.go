@@ -266,3 +266,40 @@ func TestExecutionAuthorizer(t *testing.T) {
 		t.Errorf("unapproved column: %v", err)
 	}
 }
+
+// A GROUP BY on columns with public key tables releases every listed key,
+// held or not, never an unlisted one, with no partition selection.
+func TestPublicKeys(t *testing.T) {
+	e, db := testDB(t, 10, Policy{PrivacyUnit: "pid"}, func(ins func(pid, g, x any)) {
+		for i := range 300 {
+			ins(i, []string{"a", "b"}[i%2], 1.0)
+		}
+		ins(1000, "zz-unlisted", 1.0)
+	})
+	ctx := context.Background()
+	if _, err := db.Exec(`CREATE TABLE g_values (v TEXT); INSERT INTO g_values VALUES ('a'), ('b'), ('c'), (NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := Protect(ctx, db, "t", Policy{PrivacyUnit: "pid", PublicKeys: map[string]string{"g": "g_values.v"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Query(ctx, "default", `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) g, COUNT(*) AS n FROM t GROUP BY g ORDER BY g`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 3 || res.Rows[0][0] != "a" || res.Rows[1][0] != "b" || res.Rows[2][0] != "c" {
+		t.Fatalf("rows %v, want a, b, c", res.Rows)
+	}
+	if n := res.Rows[0][1].(int64); math.Abs(float64(n)-150) > 10 {
+		t.Errorf("count of a: %d, want about 150 (sigma 1)", n)
+	}
+	if res.Receipt.Params["mechanism"] != "gaussian" {
+		t.Errorf("mechanism %v, want gaussian (no selection)", res.Receipt.Params["mechanism"])
+	}
+	// Key tables must exist, and cannot be the protected table.
+	for _, bad := range []map[string]string{{"g": "nope"}, {"g": "t.g"}, {"g": "g_values.w"}, {"nope": "g_values"}} {
+		if err := Protect(ctx, db, "t", Policy{PrivacyUnit: "pid", PublicKeys: bad}); err == nil {
+			t.Errorf("public keys %v accepted", bad)
+		}
+	}
+}

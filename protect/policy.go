@@ -52,6 +52,11 @@ type Policy struct {
 	// Bounds are public clamping bounds per column, used by SUM and AVG when
 	// the statement gives none.
 	Bounds map[string][2]float64 `json:"bounds,omitempty"`
+	// PublicKeys declares, per column, a public table.column that lists the
+	// column's possible values: a GROUP BY on columns that all have one
+	// releases every listed key (rows with other keys are dropped) with no
+	// partition selection.
+	PublicKeys map[string]string `json:"public_keys,omitempty"`
 }
 
 // Normalize fills defaults (1 group, 1 row) and checks the policy.
@@ -83,7 +88,7 @@ func ParsePolicy(data []byte) (Policy, error) {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return p, fmt.Errorf("policy is not valid JSON with keys privacy_unit, max_groups, max_rows, bounds: %w", err)
+		return p, fmt.Errorf("policy is not valid JSON with keys privacy_unit, max_groups, max_rows, bounds, public_keys: %w", err)
 	}
 	return p, p.Normalize()
 }
@@ -175,6 +180,38 @@ func Protect(ctx context.Context, db *sql.DB, table string, p Policy) error {
 		p.Bounds = bounds
 	} else {
 		p.Bounds = nil
+	}
+	keys := map[string]string{}
+	for c, src := range p.PublicKeys {
+		cc, ok := cols[strings.ToLower(c)]
+		if !ok {
+			return fmt.Errorf("protect %s: public keys for column %q, which does not exist", name, c)
+		}
+		kt, kc, _ := strings.Cut(src, ".")
+		kt, err := canonicalTable(ctx, conn, kt)
+		if err != nil {
+			return fmt.Errorf("protect %s: public keys of %s: %w", name, cc, err)
+		}
+		if strings.EqualFold(kt, name) {
+			return fmt.Errorf("protect %s: the public keys of %s cannot come from the protected table itself", name, cc)
+		}
+		if kc == "" {
+			kc = cc
+		}
+		kcols, err := tableColumns(ctx, conn, kt)
+		if err != nil {
+			return err
+		}
+		canon, ok := kcols[strings.ToLower(kc)]
+		if !ok {
+			return fmt.Errorf("protect %s: public keys of %s: no column %q in %s (write TABLE.COLUMN)", name, cc, kc, kt)
+		}
+		keys[cc] = kt + "." + canon
+	}
+	if len(keys) > 0 {
+		p.PublicKeys = keys
+	} else {
+		p.PublicKeys = nil
 	}
 	return appendPolicy(ctx, conn, name, "protect", &p)
 }

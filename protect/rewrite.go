@@ -51,6 +51,10 @@ func rewrite(pl *plan) string {
 	if pl.where != "" {
 		where = pl.where
 	}
+	for i, ks := range pl.keySources {
+		// Rows whose keys are not in the public lists are dropped.
+		where = fmt.Sprintf("(%s) AND %s IN (SELECT %s FROM main.%s)", where, keys[i], dpselect.QuoteIdent(ks[1]), dpselect.QuoteIdent(ks[0]))
+	}
 	if pl.policy.PrivacyUnit == "" {
 		// Each row is a person: one row in one group, nothing to bound.
 		b.WriteString("SELECT ")

@@ -17,7 +17,7 @@ import (
 func (m *Main) newProtectCmd() *cobra.Command {
 	var unit string
 	var groups, rows int
-	var bounds []string
+	var bounds, keys []string
 	cmd := &cobra.Command{
 		Use:   "protect DB TABLE",
 		Short: "Protect a table: analysts reach it only through DP SELECTs (owner only)",
@@ -25,7 +25,9 @@ func (m *Main) newProtectCmd() *cobra.Command {
 (--privacy-unit; without it each row is a person), how many groups of one
 GROUP BY (--max-groups) and rows per group (--max-rows) one person may
 contribute, and public clamping bounds per column (--bounds COL=LO:HI, used by
-SUM and AVG when the statement gives none). Analyst connections
+SUM and AVG when the statement gives none). --public-keys COL=TABLE[.COLUMN]
+declares a public table listing COL's values: a GROUP BY on such columns
+releases every listed key and no other, without partition selection. Analyst connections
 (dpsql query --analyst, ext.OpenAnalyst) then read TABLE only through
 SELECT WITH DIFFERENTIAL_PRIVACY. Protecting a protected table replaces its
 policy. Each change is appended to the hash-chained dp_policy_log.`,
@@ -42,6 +44,16 @@ policy. Each change is appended to the hash-chained dp_policy_log.`,
 					p.Bounds = map[string][2]float64{}
 				}
 				p.Bounds[c] = [2]float64{lo, hi}
+			}
+			for _, k := range keys {
+				c, src, ok := strings.Cut(k, "=")
+				if !ok || c == "" || src == "" {
+					return usagef("--public-keys %q: write COL=TABLE or COL=TABLE.COLUMN", k)
+				}
+				if p.PublicKeys == nil {
+					p.PublicKeys = map[string]string{}
+				}
+				p.PublicKeys[c] = src
 			}
 			ctx := cmd.Context()
 			db, err := openDB(ctx, args[0], "", false)
@@ -68,6 +80,7 @@ policy. Each change is appended to the hash-chained dp_policy_log.`,
 	cmd.Flags().IntVar(&groups, "max-groups", 1, "groups of one GROUP BY a person may contribute to")
 	cmd.Flags().IntVar(&rows, "max-rows", 1, "rows per group a person may contribute")
 	cmd.Flags().StringArrayVar(&bounds, "bounds", nil, "public clamping bounds COL=LO:HI (repeatable)")
+	cmd.Flags().StringArrayVar(&keys, "public-keys", nil, "public table listing a column's keys, COL=TABLE[.COLUMN] (repeatable)")
 	return cmd
 }
 
@@ -120,6 +133,14 @@ func describePolicy(p protect.Policy) string {
 	sort.Strings(cols)
 	for _, c := range cols {
 		s += fmt.Sprintf(", %s in [%g, %g]", c, p.Bounds[c][0], p.Bounds[c][1])
+	}
+	cols = cols[:0]
+	for c := range p.PublicKeys {
+		cols = append(cols, c)
+	}
+	sort.Strings(cols)
+	for _, c := range cols {
+		s += fmt.Sprintf(", keys of %s from %s", c, p.PublicKeys[c])
 	}
 	return s
 }

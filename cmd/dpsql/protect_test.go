@@ -39,6 +39,15 @@ func TestProtectAnalystQueryShell(t *testing.T) {
 		t.Errorf("audit verify: %q", out)
 	}
 	mustFail(t, 2, "COL=LO:HI", "protect", db, "patients", "--bounds", "bmi")
+	mustRun(t, "query", db, "CREATE TABLE sexes(sex); INSERT INTO sexes VALUES ('F'), ('M'), ('X')")
+	out = mustRun(t, "protect", db, "patients", "--privacy-unit", "pid", "--public-keys", "sex=sexes")
+	if !strings.Contains(out, "keys of sex from sexes.sex") {
+		t.Errorf("protect --public-keys: %q", out)
+	}
+	out = mustRun(t, "query", "--analyst", db, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5) sex, COUNT(*) AS n FROM patients GROUP BY sex ORDER BY sex", "-f", "csv")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 4 || !strings.HasPrefix(lines[3], "X,") {
+		t.Errorf("public keys: %q, want F, M and X", out)
+	}
 	mustFail(t, 1, "does not exist", "protect", db, "patients", "--privacy-unit", "nope")
 	mustRun(t, "unprotect", db, "patients")
 	mustRun(t, "query", "--analyst", db, "SELECT count(*) FROM patients")
