@@ -81,6 +81,8 @@ func (c *AnalystConn) authorize(op int, a1, a2, a3 string) int {
 			return c.deny("table %s is protected: analysts read it only through %s", a1, dpselect.Accepted)
 		case strings.HasPrefix(t, "sqlite_stat"), t == "dbstat", t == "sqlite_dbpage":
 			return c.deny("%s is not readable on an analyst connection (it holds samples or pages of table data)", a1)
+		case t == "sqlite_sequence":
+			return c.deny("sqlite_sequence is not readable on an analyst connection (it holds the largest rowid of AUTOINCREMENT tables, protected ones too)")
 		}
 		return sqlite3.SQLITE_OK
 	case sqlite3.SQLITE_FUNCTION:

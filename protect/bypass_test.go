@@ -19,6 +19,9 @@ func TestBypassAttemptsRefused(t *testing.T) {
 	mustExec(t, owner, `CREATE VIEW patients_view AS SELECT * FROM patients`)
 	mustExec(t, owner, `CREATE INDEX patients_age ON patients(age)`)
 	mustExec(t, owner, `ANALYZE`)
+	mustExec(t, owner, `CREATE TABLE visits (id INTEGER PRIMARY KEY AUTOINCREMENT, pid)`)
+	mustExec(t, owner, `INSERT INTO visits(pid) VALUES (1)`)
+	mustExec(t, owner, `SELECT dp_protect('visits', '{"privacy_unit": "pid"}')`)
 	other := filepath.Join(t.TempDir(), "other.db")
 	const dp = `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) `
 	attempts := []struct{ name, sql, want string }{
@@ -45,6 +48,8 @@ func TestBypassAttemptsRefused(t *testing.T) {
 		{"query_only off", `PRAGMA query_only = 0`, "PRAGMA query_only"},
 		{"ANALYZE", `ANALYZE`, "ANALYZE is not available"},
 		{"sqlite_stat1", `SELECT * FROM sqlite_stat1`, "sqlite_stat1 is not readable"},
+		{"sqlite_sequence (row counts)", `SELECT seq FROM sqlite_sequence WHERE name = 'visits'`, "sqlite_sequence is not readable"},
+		{"page count", `SELECT * FROM pragma_page_count`, "PRAGMA page_count is not available"},
 		{"VACUUM INTO", `VACUUM INTO '` + other + `'`, "VACUUM"},
 		{"delete ledger", `DELETE FROM dp_ledger`, "writes only its own TEMP tables"},
 		{"new budget row", `INSERT INTO dp_budget VALUES ('x', 100, 1e-5, 'now', NULL)`, "writes only its own TEMP tables"},
