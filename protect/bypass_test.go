@@ -71,6 +71,7 @@ func TestBypassAttemptsRefused(t *testing.T) {
 		{"DP abs()", dp + `COUNT(*) FROM patients WHERE abs(pid) > 1`, "abs() is not allowed"},
 		{"DP json_extract", dp + `COUNT(*) FROM patients WHERE json_extract(sex, '$.a') = 1`, "json_extract() is not allowed"},
 		{"DP LIKE ESCAPE", dp + `COUNT(*) FROM patients WHERE sex LIKE 'a' ESCAPE 'bc'`, "ESCAPE"},
+		{"DP LIKE pattern past SQLite's limit", dp + `COUNT(*) FROM patients WHERE age > 200 AND sex LIKE '` + strings.Repeat("%a", 30000) + `'`, "at most 1000 bytes"},
 		{"DP LIKE column pattern", dp + `COUNT(*) FROM patients WHERE sex LIKE sex`, "literal pattern"},
 		{"DP unbounded SUM", dp + `SUM(bmi) FROM patients`, "needs bounds"},
 		{"DP max_groups above policy", `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1, max_groups_contributed = 3) sex, COUNT(*) FROM patients GROUP BY sex`, "max_groups_contributed"},

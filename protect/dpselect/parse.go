@@ -15,6 +15,10 @@ var ErrNotDP = errors.New("not a SELECT WITH DIFFERENTIAL_PRIVACY statement")
 // Accepted is the one-line summary of the grammar that parse errors point to.
 const Accepted = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = ...) keys and COUNT(*), COUNT(col), SUM(col), AVG(col) FROM protected_table [WHERE ...] [GROUP BY keys] [ORDER BY outputs] [LIMIT n]"
 
+// MaxLikePattern is the longest LIKE pattern accepted, well under SQLite's
+// default limit of 50,000 bytes.
+const MaxLikePattern = 1000
+
 // maxDepth bounds expression nesting (the parser recurses).
 const maxDepth = 100
 
@@ -553,6 +557,12 @@ func (p *parser) comparison() (Expr, error) {
 			}
 			if p.peek().is("ESCAPE") {
 				return nil, p.errf("LIKE ... ESCAPE is not accepted")
+			}
+			if len(t.text) > MaxLikePattern {
+				// SQLite fails ("pattern too complex") past its limit, and
+				// only when some row reaches the LIKE: an error that
+				// would depend on the data.
+				return nil, &SyntaxError{Pos: t.pos, Msg: fmt.Sprintf("a LIKE pattern may be at most %d bytes", MaxLikePattern)}
 			}
 			l = &Like{X: l, Pattern: t.text, Not: neg}
 		case p.peek().is("GLOB") || p.peek().is("REGEXP") || p.peek().is("MATCH"):

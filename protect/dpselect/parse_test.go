@@ -64,6 +64,7 @@ func TestParseRefusals(t *testing.T) {
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE x LIKE y`, "literal pattern"},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE x LIKE 'a' ESCAPE 'b'`, "ESCAPE"},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE x || y = 'a'`, "||"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE x LIKE '` + strings.Repeat("%a", 30000) + `'`, "at most 1000 bytes"},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t; DROP TABLE t`, "one statement"},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE u.x = 1`, "qualifier"},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM main.t`, "schema-qualified"},
