@@ -261,7 +261,8 @@ func (c *AnalystConn) BeginTx(ctx context.Context, opts driver.TxOptions) (drive
 
 // Close implements driver.Conn; it also forgets the connection's dpsql state.
 func (c *AnalystConn) Close() error {
-	ferr := sqlfuncs.Forget(c.sc)
+	eerr := c.engine.Release()
+	ferr := errors.Join(sqlfuncs.Forget(c.sc), eerr)
 	if err := c.sc.Close(); err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 type Engine struct {
 	path string
 	db   *sql.DB
+	refs int // holders (EngineFor calls not yet Released)
 }
 
 var (
@@ -30,7 +31,8 @@ var (
 	engines   = map[string]*Engine{}
 )
 
-// EngineFor returns the process-wide engine of the database file at path.
+// EngineFor returns the process-wide engine of the database file at path;
+// call Release when done with it. The last Release closes its connections.
 func EngineFor(path string) (*Engine, error) {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file::memory:") {
 		return nil, errors.New("protected mode needs a database file")
@@ -38,6 +40,7 @@ func EngineFor(path string) (*Engine, error) {
 	enginesMu.Lock()
 	defer enginesMu.Unlock()
 	if e, ok := engines[path]; ok {
+		e.refs++
 		return e, nil
 	}
 	q := url.Values{}
@@ -48,9 +51,20 @@ func EngineFor(path string) (*Engine, error) {
 		return nil, err
 	}
 	db.SetMaxOpenConns(4)
-	e := &Engine{path: path, db: db}
+	e := &Engine{path: path, db: db, refs: 1}
 	engines[path] = e
 	return e, nil
+}
+
+// Release undoes one EngineFor.
+func (e *Engine) Release() error {
+	enginesMu.Lock()
+	defer enginesMu.Unlock()
+	if e.refs--; e.refs > 0 {
+		return nil
+	}
+	delete(engines, e.path)
+	return e.db.Close()
 }
 
 // Result is a DP statement's released rows and the receipt of its charge.

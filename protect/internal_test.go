@@ -53,6 +53,7 @@ func testDB(t testing.TB, mu float64, p Policy, rows func(ins func(pid any, g an
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { e.Release() })
 	return e, db
 }
 

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
-	"sync"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
@@ -30,6 +29,7 @@ func RegisterOwnerFuncs(sc *sqlite3.SQLiteConn) error {
 		if err != nil {
 			return "", fmt.Errorf("dp_protect: %w", err)
 		}
+		defer db.Close()
 		if err := Protect(context.Background(), db, table, p); err != nil {
 			return "", fmt.Errorf("dp_protect: %w", err)
 		}
@@ -42,6 +42,7 @@ func RegisterOwnerFuncs(sc *sqlite3.SQLiteConn) error {
 		if err != nil {
 			return "", fmt.Errorf("dp_unprotect: %w", err)
 		}
+		defer db.Close()
 		if err := Unprotect(context.Background(), db, table); err != nil {
 			return "", fmt.Errorf("dp_unprotect: %w", err)
 		}
@@ -49,20 +50,10 @@ func RegisterOwnerFuncs(sc *sqlite3.SQLiteConn) error {
 	}, false)
 }
 
-var (
-	ownersMu sync.Mutex
-	owners   = map[string]*sql.DB{}
-)
-
-// ownerDB returns the process-wide writer the SQL functions use for path.
+// ownerDB opens a writer on path for one policy change; the caller closes it.
 func ownerDB(path string) (*sql.DB, error) {
 	if path == "" {
 		return nil, fmt.Errorf("protected mode needs a database file")
-	}
-	ownersMu.Lock()
-	defer ownersMu.Unlock()
-	if db, ok := owners[path]; ok {
-		return db, nil
 	}
 	q := url.Values{}
 	q.Set("_busy_timeout", "10000")
@@ -72,6 +63,5 @@ func ownerDB(path string) (*sql.DB, error) {
 		return nil, err
 	}
 	db.SetMaxOpenConns(1)
-	owners[path] = db
 	return db, nil
 }
