@@ -45,7 +45,18 @@ type aggPlan struct {
 	// quant) and, for AVG, the count.
 	sigma, sens           float64
 	sigmaCount, sensCount float64
+	// VAR_POP, STDDEV_POP: the sum of squared centred values, itself centred
+	// on sqMid = c^2/2, in units of sqQuant.
+	sqMid, sqQuant, sigmaSq, sensSq float64
 }
+
+// needsCount reports whether the aggregate releases a noisy count of values.
+func (a aggPlan) needsCount() bool {
+	return a.kind == dpselect.Avg || a.kind == dpselect.Var || a.kind == dpselect.Std
+}
+
+// needsSq reports whether the aggregate releases a noisy sum of squares.
+func (a aggPlan) needsSq() bool { return a.kind == dpselect.Var || a.kind == dpselect.Std }
 
 // plan is a checked statement, everything public: what to read, how to
 // bound it, how much noise to add, and what to charge.
@@ -208,7 +219,7 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 			}
 			a.column = c
 		}
-		if it.Agg == dpselect.Sum || it.Agg == dpselect.Avg {
+		if it.Agg != dpselect.Count {
 			switch b, ok := pl.policy.Bounds[a.column]; {
 			case it.Bounds != nil:
 				a.lo, a.hi = it.Bounds[0], it.Bounds[1]
@@ -307,17 +318,20 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 			if release.Grid(a.sigma) > 1 {
 				return nil, refusef("mu %v is too small for COUNT (its noise would exceed 2^16)", mu)
 			}
-		case dpselect.Sum, dpselect.Avg:
+		default: // SUM, AVG, VAR_POP, STDDEV_POP
 			m := part
 			c := math.Max(math.Abs(a.lo), math.Abs(a.hi))
-			if a.kind == dpselect.Avg {
+			if a.needsCount() {
 				m = part / math.Sqrt2
+				if a.needsSq() {
+					m = part / math.Sqrt(3)
+				}
 				a.mid = (a.lo + a.hi) / 2
 				c = (a.hi - a.lo) / 2
 				a.sensCount = r * g
 				a.sigmaCount = a.sensCount / m
 				if release.Grid(a.sigmaCount) > 1 {
-					return nil, refusef("mu %v is too small for AVG's count (its noise would exceed 2^16)", mu)
+					return nil, refusef("mu %v is too small for %s's count (its noise would exceed 2^16)", mu, a.kind)
 				}
 			}
 			// Values are rounded to the quantum q, a power of two no finer
@@ -333,14 +347,32 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 				}
 				break
 			}
+			if a.needsSq() {
+				// Squares of centred values lie in [0, c^2]; centred again
+				// on c^2/2 they move a sum by at most c^2/2 each.
+				a.sqMid = c * c / 2
+				a.sqQuant = release.Grid(r * g * a.sqMid / m)
+				for range 8 {
+					a.sensSq = r * g * (a.sqMid + a.sqQuant/2)
+					a.sigmaSq = a.sensSq / m
+					if q := release.Grid(a.sigmaSq); q > a.sqQuant {
+						a.sqQuant = q
+						continue
+					}
+					break
+				}
+			}
 		}
 		d := map[string]any{"part": strings.ToLower(a.kind), "column": a.column, "mu": part, "sigma": a.sigma, "sensitivity": a.sens}
 		if a.kind != dpselect.Count {
 			d["bounds"] = []float64{a.lo, a.hi}
 			d["quantum"] = a.quant
 		}
-		if a.kind == dpselect.Avg {
+		if a.needsCount() {
 			d["sigma_count"], d["sensitivity_count"] = a.sigmaCount, a.sensCount
+		}
+		if a.needsSq() {
+			d["sigma_squares"], d["sensitivity_squares"], d["quantum_squares"] = a.sigmaSq, a.sensSq, a.sqQuant
 		}
 		details = append(details, d)
 	}

@@ -168,7 +168,12 @@ type group struct {
 	keys    []any
 	persons int64
 	vals    []int64 // per aggregate: count or fixed-point sum
-	counts  []int64 // per aggregate: AVG's count
+	counts  []int64 // per aggregate: the count of values (AVG, VAR_POP, STDDEV_POP)
+	sqs     []int64 // per aggregate: fixed-point sum of centred squares (VAR_POP, STDDEV_POP)
+}
+
+func newGroup(keys []any, aggs int) group {
+	return group{keys: keys, vals: make([]int64, aggs), counts: make([]int64, aggs), sqs: make([]int64, aggs)}
 }
 
 // read runs the rewritten SQL under an authorizer that allows exactly the
@@ -221,7 +226,7 @@ func (e *Engine) read(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, e
 	defer rows.Close()
 	nk := len(pl.keys)
 	var out []group
-	dest := make([]any, nk+1+2*len(pl.aggs))
+	dest := make([]any, nk+1+3*len(pl.aggs))
 	ptrs := make([]any, len(dest))
 	for i := range dest {
 		ptrs[i] = &dest[i]
@@ -229,7 +234,10 @@ func (e *Engine) read(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, e
 	n := nk + 1
 	for _, a := range pl.aggs {
 		n++
-		if a.kind == dpselect.Avg {
+		if a.needsCount() {
+			n++
+		}
+		if a.needsSq() {
 			n++
 		}
 	}
@@ -237,7 +245,7 @@ func (e *Engine) read(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, e
 		if err := rows.Scan(ptrs[:n]...); err != nil {
 			return nil, err
 		}
-		g := group{keys: make([]any, nk), vals: make([]int64, len(pl.aggs)), counts: make([]int64, len(pl.aggs))}
+		g := newGroup(make([]any, nk), len(pl.aggs))
 		for i := range nk {
 			g.keys[i] = dest[i]
 		}
@@ -246,8 +254,12 @@ func (e *Engine) read(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, e
 		for i, a := range pl.aggs {
 			g.vals[i] = asInt(dest[j])
 			j++
-			if a.kind == dpselect.Avg {
+			if a.needsCount() {
 				g.counts[i] = asInt(dest[j])
+				j++
+			}
+			if a.needsSq() {
+				g.sqs[i] = asInt(dest[j])
 				j++
 			}
 		}
@@ -271,7 +283,7 @@ func publicGroups(pl *plan, groups []group) []group {
 			k := append([]any(nil), cur...)
 			g, ok := byKey[canonKey(k)]
 			if !ok {
-				g = group{vals: make([]int64, len(pl.aggs)), counts: make([]int64, len(pl.aggs))}
+				g = newGroup(nil, len(pl.aggs))
 			}
 			g.keys = k
 			out = append(out, g)
@@ -339,7 +351,7 @@ func releaseRows(pl *plan, groups []group, noise *release.Noise) *Result {
 		res.Columns = append(res.Columns, it.Name())
 	}
 	if len(pl.keys) == 0 && len(groups) == 0 {
-		groups = []group{{vals: make([]int64, len(pl.aggs)), counts: make([]int64, len(pl.aggs))}}
+		groups = []group{newGroup(nil, len(pl.aggs))}
 	}
 	kept := groups
 	if pl.keySources != nil {
@@ -375,13 +387,20 @@ func releaseRows(pl *plan, groups []group, noise *release.Noise) *Result {
 			}
 		}
 		noise.AddGaussian(buf, a.sigma)
-		var cnt []float64
-		if a.kind == dpselect.Avg {
+		var cnt, sq []float64
+		if a.needsCount() {
 			cnt = make([]float64, len(kept))
 			for i, g := range kept {
 				cnt[i] = float64(g.counts[ai])
 			}
 			noise.AddGaussian(cnt, a.sigmaCount)
+		}
+		if a.needsSq() {
+			sq = make([]float64, len(kept))
+			for i, g := range kept {
+				sq[i] = float64(g.sqs[ai]) * a.sqQuant
+			}
+			noise.AddGaussian(sq, a.sigmaSq)
 		}
 		col := -1
 		for j, it := range pl.items {
@@ -398,6 +417,17 @@ func releaseRows(pl *plan, groups []group, noise *release.Noise) *Result {
 			case dpselect.Avg:
 				v := a.mid + buf[i]/math.Max(cnt[i], 1)
 				out[i][col] = math.Min(a.hi, math.Max(a.lo, v))
+			case dpselect.Var, dpselect.Std:
+				// Post-processing: E[y^2] - E[y]^2 of the centred values,
+				// clamped to [0, ((hi-lo)/2)^2].
+				n := math.Max(cnt[i], 1)
+				mean := buf[i] / n
+				v := (sq[i]+a.sqMid*math.Max(cnt[i], 0))/n - mean*mean
+				v = math.Min(2*a.sqMid, math.Max(0, v))
+				if a.kind == dpselect.Std {
+					v = math.Sqrt(v)
+				}
+				out[i][col] = v
 			}
 		}
 	}

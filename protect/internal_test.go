@@ -304,3 +304,61 @@ func TestPublicKeys(t *testing.T) {
 		}
 	}
 }
+
+// VAR_POP and STDDEV_POP on 10^5 rows are within their stated noise.
+func TestVarianceStatistical(t *testing.T) {
+	const n = 100000
+	e, _ := testDB(t, 10, Policy{PrivacyUnit: "pid"}, func(ins func(pid, g, x any)) {
+		for i := range n {
+			ins(i, []string{"a", "b", "c", "d"}[i%4], float64(i%100))
+		}
+	})
+	pl, gs := exact(t, e, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5) g, VAR_POP(x, contribution_bounds_per_group => (0, 100)) AS v, STDDEV_POP(x, contribution_bounds_per_group => (0, 100)) AS s FROM t GROUP BY g`)
+	// Group a holds x = 0, 4, ..., 96 (25 values, 1000 times each): variance
+	// 16 (25^2 - 1)/12 = 832, whatever the shift of b, c, d.
+	const truth, m = 832.0, n / 4
+	a := pl.aggs[0]
+	ey2 := truth + 4 // E[(x - 50)^2] for group a; b, c, d differ by under 5
+	sd := math.Hypot(a.sigmaSq/m, ey2*a.sigmaCount/m)
+	noise := release.NewNoise()
+	var z, z2 float64
+	var k int
+	for range 100 {
+		res := releaseRows(pl, gs, noise)
+		for _, r := range res.Rows {
+			v, s := r[1].(float64), r[2].(float64)
+			zv := (v - truth) / sd
+			z += zv
+			z2 += zv * zv
+			k++
+			if math.Abs(s-math.Sqrt(truth)) > 0.5 {
+				t.Errorf("stddev %v, want about %v", s, math.Sqrt(truth))
+			}
+		}
+	}
+	mean, v := z/float64(k), z2/float64(k)
+	if math.Abs(mean) > 5/math.Sqrt(float64(k)) || v > 1.5 || v < 0.6 {
+		t.Errorf("variance: standardised error mean %.3f variance %.3f over %d, want about 0 and at most 1", mean, v, k)
+	}
+}
+
+// The exact figures of VAR_POP on the window rewrite (max_rows 2): one
+// person's values 0 and 10 in bounds (0, 10) are -5 and 5 centred, squares
+// 25 each, which centred on 12.5 sum to 25.
+func TestVarianceExactFigures(t *testing.T) {
+	e, _ := testDB(t, 10, Policy{PrivacyUnit: "pid", MaxGroups: 2, MaxRows: 2}, func(ins func(pid, g, x any)) {
+		ins(1, "g", 0.0)
+		ins(1, "g", 10.0)
+	})
+	pl, gs := exact(t, e, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) VAR_POP(x, contribution_bounds_per_group => (0, 10)) FROM t`)
+	if len(gs) != 1 {
+		t.Fatalf("groups %+v", gs)
+	}
+	a, g := pl.aggs[0], gs[0]
+	if float64(g.vals[0])*a.quant != 0 || g.counts[0] != 2 || float64(g.sqs[0])*a.sqQuant != 25 || a.sqMid != 12.5 {
+		t.Errorf("exact figures %+v (quantum %v, squares quantum %v)", g, a.quant, a.sqQuant)
+	}
+	if a.sensSq < 2*12.5 {
+		t.Errorf("squares sensitivity %v below max_rows * c^2/2 = 25", a.sensSq)
+	}
+}

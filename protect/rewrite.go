@@ -33,10 +33,18 @@ func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 func valueExpr(a aggPlan) string {
 	c := dpselect.QuoteIdent(a.column)
 	clamped := fmt.Sprintf("max(%s, min(%s, %s))", num(a.lo), num(a.hi), c)
-	if a.kind == dpselect.Avg {
+	if a.needsCount() {
 		clamped = fmt.Sprintf("(%s - %s)", clamped, num(a.mid))
 	}
 	return fmt.Sprintf("CASE WHEN typeof(%s) IN ('integer', 'real') THEN CAST(round(%s * %s) AS INTEGER) END", c, clamped, num(1/a.quant))
+}
+
+// squareExpr is the fixed-point square of the centred value (VAR_POP,
+// STDDEV_POP), itself centred on sqMid, NULL when the value is dropped.
+func squareExpr(a aggPlan) string {
+	c := dpselect.QuoteIdent(a.column)
+	y := fmt.Sprintf("(max(%s, min(%s, %s)) - %s)", num(a.lo), num(a.hi), c, num(a.mid))
+	return fmt.Sprintf("CASE WHEN typeof(%s) IN ('integer', 'real') THEN CAST(round((%s * %s - %s) * %s) AS INTEGER) END", c, y, y, num(a.sqMid), num(1/a.sqQuant))
 }
 
 // rewrite returns the SQLite SQL of a plan.
@@ -73,8 +81,11 @@ func rewrite(pl *plan) string {
 			default:
 				v := valueExpr(a)
 				fmt.Fprintf(&b, ", coalesce(sum(%s), 0)", v)
-				if a.kind == dpselect.Avg {
+				if a.needsCount() {
 					fmt.Fprintf(&b, ", count(%s)", v)
+				}
+				if a.needsSq() {
+					fmt.Fprintf(&b, ", coalesce(sum(%s), 0)", squareExpr(a))
 				}
 			}
 		}
@@ -100,6 +111,9 @@ func rewrite(pl *plan) string {
 			fmt.Fprintf(&l1, ", (%s IS NOT NULL) AS _v%d", dpselect.QuoteIdent(a.column), j)
 		case a.kind != dpselect.Count:
 			fmt.Fprintf(&l1, ", %s AS _v%d", valueExpr(a), j)
+			if a.needsSq() {
+				fmt.Fprintf(&l1, ", %s AS _w%d", squareExpr(a), j)
+			}
 		}
 	}
 	fmt.Fprintf(&l1, ", row_number() OVER (PARTITION BY %s ORDER BY random()) AS _rn FROM %s WHERE (%s) AND %s IS NOT NULL",
@@ -122,6 +136,9 @@ func rewrite(pl *plan) string {
 			fmt.Fprintf(&l2, ", sum(_v%d) AS _s%d", j, j)
 		case a.kind != dpselect.Count:
 			fmt.Fprintf(&l2, ", coalesce(sum(_v%d), 0) AS _s%d, count(_v%d) AS _c%d", j, j, j, j)
+			if a.needsSq() {
+				fmt.Fprintf(&l2, ", coalesce(sum(_w%d), 0) AS _q%d", j, j)
+			}
 		}
 	}
 	fmt.Fprintf(&l2, ", row_number() OVER (PARTITION BY _u ORDER BY random()) AS _gn FROM (%s) WHERE _rn <= %d GROUP BY %s",
@@ -140,8 +157,11 @@ func rewrite(pl *plan) string {
 			fmt.Fprintf(&b, ", sum(_s%d)", j)
 		default:
 			fmt.Fprintf(&b, ", sum(_s%d)", j)
-			if a.kind == dpselect.Avg {
+			if a.needsCount() {
 				fmt.Fprintf(&b, ", sum(_c%d)", j)
+			}
+			if a.needsSq() {
+				fmt.Fprintf(&b, ", sum(_q%d)", j)
 			}
 		}
 	}
@@ -170,6 +190,9 @@ func rewriteOneRow(pl *plan, t, u string, keys []string, where string) string {
 			fmt.Fprintf(&in, "(%s IS NOT NULL) AS _v%d, ", dpselect.QuoteIdent(a.column), j)
 		case a.kind != dpselect.Count:
 			fmt.Fprintf(&in, "%s AS _v%d, ", valueExpr(a), j)
+			if a.needsSq() {
+				fmt.Fprintf(&in, "%s AS _w%d, ", squareExpr(a), j)
+			}
 		}
 	}
 	fmt.Fprintf(&in, "min(random()) AS _r FROM %s WHERE (%s) AND %s IS NOT NULL GROUP BY %s", t, where, u, u)
@@ -187,8 +210,11 @@ func rewriteOneRow(pl *plan, t, u string, keys []string, where string) string {
 			fmt.Fprintf(&b, ", sum(_v%d)", j)
 		default:
 			fmt.Fprintf(&b, ", coalesce(sum(_v%d), 0)", j)
-			if a.kind == dpselect.Avg {
+			if a.needsCount() {
 				fmt.Fprintf(&b, ", count(_v%d)", j)
+			}
+			if a.needsSq() {
+				fmt.Fprintf(&b, ", coalesce(sum(_w%d), 0)", j)
 			}
 		}
 	}

@@ -11,7 +11,8 @@
 //	[;]
 //
 // where each item is a column (a group key) or one of COUNT(*), COUNT(col),
-// SUM(col [, contribution_bounds_per_group => (lo, hi)]) and AVG(col [, ...]),
+// SUM(col [, contribution_bounds_per_group => (lo, hi)]), AVG(col [, ...]),
+// VAR_POP(col [, ...]) and STDDEV_POP(col [, ...]),
 // optionally followed by [AS] alias. WHERE takes literals, columns, unary and
 // binary operators, IS [NOT] NULL, [NOT] BETWEEN, [NOT] IN (list),
 // [NOT] LIKE 'literal', CASE, CAST and function calls; which functions are
@@ -48,13 +49,15 @@ const (
 	Count = "COUNT"
 	Sum   = "SUM"
 	Avg   = "AVG"
+	Var   = "VAR_POP"
+	Std   = "STDDEV_POP"
 )
 
 // Item is one output of the SELECT list: a group-key column (Agg == "") or
 // an aggregate.
 type Item struct {
 	Column string      // the key column, or the aggregate's argument ("" for COUNT(*))
-	Agg    string      // "", Count, Sum or Avg
+	Agg    string      // "", Count, Sum, Avg, Var or Std
 	Bounds *[2]float64 // contribution_bounds_per_group, if given
 	Alias  string      // "" if none
 }
