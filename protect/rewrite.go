@@ -82,7 +82,8 @@ func rewrite(pl *plan) string {
 				v := valueExpr(a)
 				fmt.Fprintf(&b, ", coalesce(sum(%s), 0)", v)
 				if a.needsCount() {
-					fmt.Fprintf(&b, ", count(%s)", v)
+					c := dpselect.QuoteIdent(a.column)
+					fmt.Fprintf(&b, ", count(CASE WHEN typeof(%s) IN ('integer', 'real') THEN 1 END)", c)
 				}
 				if a.needsSq() {
 					fmt.Fprintf(&b, ", coalesce(sum(%s), 0)", squareExpr(a))
