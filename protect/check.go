@@ -1,6 +1,7 @@
 package protect
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -297,7 +298,7 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	part := mu / math.Sqrt(float64(parts))
 	g := math.Sqrt(float64(pl.maxGroups))
 	r := float64(pl.maxRows)
-	var details []map[string]any
+	var details []Part
 	if selection {
 		pl.selMu = part
 		pl.sigmaSel = g / part
@@ -306,7 +307,7 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 		}
 		z := normalQuantileUpper(pl.deltaS / float64(pl.maxGroups))
 		pl.tau = 1 + pl.sigmaSel*z
-		details = append(details, map[string]any{"part": "selection", "mu": part, "sigma": pl.sigmaSel, "sensitivity": g, "delta": pl.deltaS, "threshold": pl.tau})
+		details = append(details, Part{Part: "selection", Mu: part, Sigma: pl.sigmaSel, Sensitivity: g, Delta: pl.deltaS, Threshold: pl.tau})
 	}
 	for i := range pl.aggs {
 		a := &pl.aggs[i]
@@ -363,16 +364,15 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 				}
 			}
 		}
-		d := map[string]any{"part": strings.ToLower(a.kind), "column": a.column, "mu": part, "sigma": a.sigma, "sensitivity": a.sens}
+		d := Part{Part: strings.ToLower(a.kind), Column: a.column, Mu: part, Sigma: a.sigma, Sensitivity: a.sens}
 		if a.kind != dpselect.Count {
-			d["bounds"] = []float64{a.lo, a.hi}
-			d["quantum"] = a.quant
+			d.Bounds, d.Quantum = []float64{a.lo, a.hi}, a.quant
 		}
 		if a.needsCount() {
-			d["sigma_count"], d["sensitivity_count"] = a.sigmaCount, a.sensCount
+			d.SigmaCount, d.SensitivityCount = a.sigmaCount, a.sensCount
 		}
 		if a.needsSq() {
-			d["sigma_squares"], d["sensitivity_squares"], d["quantum_squares"] = a.sigmaSq, a.sensSq, a.sqQuant
+			d.SigmaSquares, d.SensitivitySquares, d.QuantumSquares = a.sigmaSq, a.sensSq, a.sqQuant
 		}
 		details = append(details, d)
 	}
@@ -381,21 +381,57 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	} else {
 		pl.mech = accountant.Mechanism{Kind: accountant.KindGaussian, Mu: mu}
 	}
+	sd := StatementDetails{Table: table, PrivacyUnit: pl.policy.PrivacyUnit, MaxGroups: pl.maxGroups, MaxRows: pl.maxRows,
+		Parts: details, NoiseTV: release.NoiseTV}
 	if pl.keySources != nil {
-		pl.details = map[string]any{"public_keys": pl.policy.PublicKeys}
-	} else {
-		pl.details = map[string]any{}
-	}
-	for k, v := range map[string]any{
-		"protected_table": table, "privacy_unit": pl.policy.PrivacyUnit, "max_groups": pl.maxGroups, "max_rows": pl.maxRows,
-		"parts": details, "noise_tv_per_value": release.NoiseTV,
-	} {
-		pl.details[k] = v
+		sd.PublicKeys = pl.policy.PublicKeys
 	}
 	if seen["epsilon"] {
-		pl.details["epsilon_requested"], pl.details["delta_requested"] = eps, delta
+		sd.EpsilonRequested, sd.DeltaRequested = eps, delta
 	}
+	pl.details = sd.fields()
 	return pl, nil
+}
+
+// StatementDetails is what a protected-mode charge records in its ledger
+// row's params, beside the mechanism.
+type StatementDetails struct {
+	Table            string            `json:"protected_table"`
+	PrivacyUnit      string            `json:"privacy_unit"` // "" when each row is a person
+	MaxGroups        int               `json:"max_groups"`
+	MaxRows          int               `json:"max_rows"`
+	PublicKeys       map[string]string `json:"public_keys,omitempty"`
+	Parts            []Part            `json:"parts"`
+	NoiseTV          float64           `json:"noise_tv_per_value"` // release.NoiseTV, per noisy value
+	EpsilonRequested float64           `json:"epsilon_requested,omitempty"`
+	DeltaRequested   float64           `json:"delta_requested,omitempty"`
+}
+
+// Part is one part of a statement's budget: the partition selection or one
+// aggregate, with its share of mu, its noise and its L2 sensitivity.
+type Part struct {
+	Part               string    `json:"part"` // selection, count, sum, avg, var_pop, stddev_pop
+	Column             string    `json:"column,omitempty"`
+	Mu                 float64   `json:"mu"`
+	Sigma              float64   `json:"sigma"`
+	Sensitivity        float64   `json:"sensitivity"`
+	Delta              float64   `json:"delta,omitempty"`     // selection: delta_s
+	Threshold          float64   `json:"threshold,omitempty"` // selection: tau
+	Bounds             []float64 `json:"bounds,omitempty"`
+	Quantum            float64   `json:"quantum,omitempty"`
+	SigmaCount         float64   `json:"sigma_count,omitempty"`
+	SensitivityCount   float64   `json:"sensitivity_count,omitempty"`
+	SigmaSquares       float64   `json:"sigma_squares,omitempty"`
+	SensitivitySquares float64   `json:"sensitivity_squares,omitempty"`
+	QuantumSquares     float64   `json:"quantum_squares,omitempty"`
+}
+
+// fields returns the details as the ledger's Charge.Details map.
+func (d StatementDetails) fields() map[string]any {
+	b, _ := json.Marshal(d)
+	var f map[string]any
+	_ = json.Unmarshal(b, &f)
+	return f
 }
 
 func safeList() string {
