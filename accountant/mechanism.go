@@ -14,6 +14,12 @@ const (
 	KindLaplace            = "laplace"             // Laplace noise: Sensitivity and Epsilon (= sensitivity/scale)
 	KindExternal           = "external"            // a spend made outside dpsql, given as Mu (gdp_spend)
 	KindComposite          = "composite"           // several mechanisms charged as one entry: Parts, composed
+	// KindGaussianInf is a mu-GDP Gaussian except on an event of probability
+	// at most Delta (mass at +infinity): a protected-mode statement with
+	// private partition selection (package protect). Accounted by the PLD
+	// accountant (pld.Config.GaussianMuInf); its GDP figure is the Gaussian
+	// part's Mu alone.
+	KindGaussianInf = "gaussian_inf"
 )
 
 // Neighbour notions. Budgets are stated for add/remove neighbours. A
@@ -46,6 +52,7 @@ type Mechanism struct {
 	// composed exactly as if each were its own entry. Parts are not nested
 	// and share one neighbour relation; the composite's other fields are unset.
 	Parts []Mechanism `json:"parts,omitempty"`
+	Delta float64     `json:"delta,omitempty"` // gaussian_inf: mass at +infinity
 }
 
 // ParseMechanism decodes and validates a JSON mechanism description.
@@ -115,10 +122,20 @@ func (m Mechanism) Validate() error {
 		}
 	case KindComposite:
 		return m.validateComposite()
+	case KindGaussianInf:
+		if !finitePos(m.Mu) {
+			return fmt.Errorf("gaussian_inf: mu must be positive and finite, got %v", m.Mu)
+		}
+		if !(m.Delta > 0 && m.Delta < 1) {
+			return fmt.Errorf("gaussian_inf: delta must lie in (0, 1), got %v", m.Delta)
+		}
+		if m.Neighbours == ReplaceOne {
+			return errors.New("gaussian_inf: only add_remove neighbours are supported")
+		}
 	case "":
-		return fmt.Errorf("mechanism kind is missing (want one of gaussian, subsampled_gaussian, laplace, external, composite)")
+		return fmt.Errorf("mechanism kind is missing (want one of gaussian, subsampled_gaussian, laplace, external, gaussian_inf, composite)")
 	default:
-		return fmt.Errorf("unknown mechanism %q (want one of gaussian, subsampled_gaussian, laplace, external, composite)", m.Kind)
+		return fmt.Errorf("unknown mechanism %q (want one of gaussian, subsampled_gaussian, laplace, external, gaussian_inf, composite)", m.Kind)
 	}
 	return nil
 }
@@ -177,9 +194,11 @@ func (m Mechanism) IsGaussian() bool {
 // for Gaussian and external entries; for a subsampled Gaussian it is the
 // central-limit value q sqrt(T) sqrt(e^(1/sigma^2) - 1) (Bu, Dong, Long, Su 2020;
 // seed 003 Theorem E.2), which is asymptotic only and never used alone for a
-// budget decision; for Laplace no finite mu dominates in general, so +Inf is
-// returned and the rigorous accountant decides. A composite entry has
-// sqrt(sum of its parts' mu^2) (+Inf if any part's is). Replace-one entries are charged
+// budget decision; for gaussian_inf it is the Gaussian part's mu, without
+// its mass at +infinity, likewise never used alone; for Laplace no finite mu
+// dominates in general, so +Inf is returned and the rigorous accountant
+// decides. A composite entry has sqrt(sum of its parts' mu^2) (+Inf if any
+// part's is). Replace-one entries are charged
 // as stated (see ReplaceOne).
 func (m Mechanism) GDPMu() float64 {
 	var mu float64
@@ -206,6 +225,8 @@ func (m Mechanism) GDPMu() float64 {
 			sq += pm * pm
 		}
 		mu = math.Sqrt(sq)
+	case KindGaussianInf:
+		mu = m.Mu * math.Sqrt(m.steps()) // the Gaussian part only: its Delta is left to the rigorous accountant
 	default:
 		return math.Inf(1)
 	}

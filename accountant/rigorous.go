@@ -139,6 +139,9 @@ func (m Mechanism) components() []Mechanism {
 // from the memo when the same entry was seen recently.
 func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
 	k := rigMemoKey{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon, steps: int(m.steps())}
+	if m.Kind == KindGaussianInf {
+		k.mu, k.delta = m.Mu, m.Delta
+	}
 	return rigMemo.get(k, func() (*pld.PLD, error) {
 		var p *pld.PLD
 		var err error
@@ -147,6 +150,8 @@ func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
 			p, err = rigorousConfig.Laplace(k.eps, 1)
 		case KindSubsampledGaussian:
 			p, err = rigorousConfig.SubsampledGaussian(m.Q, m.Sigma)
+		case KindGaussianInf:
+			p, err = rigorousConfig.GaussianMuInf(k.mu, k.delta)
 		default:
 			return nil, fmt.Errorf("%s: no PLD for this kind", m.Kind)
 		}
@@ -172,6 +177,7 @@ type rigMemoKey struct {
 	kind          string
 	q, sigma, eps float64
 	mu            float64
+	delta         float64 // gaussian_inf
 	steps         int
 }
 
@@ -224,9 +230,10 @@ func (c *rigPLDMemo) get(k rigMemoKey, build func() (*pld.PLD, error)) (*pld.PLD
 func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 	c := &rigComposition{}
 	type key struct {
-		kind     string
-		q, sigma float64
-		eps      float64
+		kind      string
+		q, sigma  float64
+		eps       float64
+		mu, delta float64 // gaussian_inf
 	}
 	groups := map[key]int{}
 	for i, e := range ms {
@@ -240,6 +247,9 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 				continue
 			}
 			k := key{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon}
+			if m.Kind == KindGaussianInf {
+				k.mu, k.delta = m.Mu, m.Delta
+			}
 			groups[k] += int(m.steps())
 		}
 	}
@@ -258,10 +268,16 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 		if a.sigma != b.sigma {
 			return a.sigma < b.sigma
 		}
+		if a.mu != b.mu {
+			return a.mu < b.mu
+		}
+		if a.delta != b.delta {
+			return a.delta < b.delta
+		}
 		return a.eps < b.eps
 	})
 	for _, k := range keys {
-		m := Mechanism{Kind: k.kind, Q: k.q, Sigma: k.sigma, Epsilon: k.eps, Steps: groups[k]}
+		m := Mechanism{Kind: k.kind, Q: k.q, Sigma: k.sigma, Epsilon: k.eps, Mu: k.mu, Delta: k.delta, Steps: groups[k]}
 		p, err := rigMechanismPLD(m)
 		if err != nil {
 			return nil, err

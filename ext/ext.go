@@ -6,8 +6,11 @@
 //	db, err := ext.Open("analysis.db")
 //	db.QueryRow(`SELECT dp_gaussian(count(*), 1, 0.5) FROM patients`)
 //
-// The DSN is go-sqlite3's, plus one parameter of dpsql's own: dp_scope=NAME
-// sets the budget scope the connection charges (default "default").
+// The DSN is go-sqlite3's, plus two parameters of dpsql's own: dp_scope=NAME
+// sets the budget scope the connection charges (default "default"), and
+// dp_role=analyst makes every connection an analyst connection of protected
+// mode (package protect; [OpenAnalyst]): protected tables only through
+// SELECT WITH DIFFERENTIAL_PRIVACY, the scope fixed.
 package ext
 
 import (
@@ -18,6 +21,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/dpsql/dpsql/protect"
 	"github.com/dpsql/dpsql/sqlfuncs"
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
@@ -36,15 +40,33 @@ func (Driver) Open(dsn string) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	dsn, analyst, err := splitRole(dsn)
+	if err != nil {
+		return nil, err
+	}
 	d := &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
-		_, err := sqlfuncs.Register(c, scope)
-		return err
+		if _, err := sqlfuncs.Register(c, scope); err != nil {
+			return err
+		}
+		// Analyst connections have them too, for their authorizer to refuse
+		// by name.
+		return protect.RegisterOwnerFuncs(c)
 	}}
 	c, err := d.Open(dsn)
 	if err != nil {
 		return nil, err
 	}
-	return &conn{c.(*sqlite3.SQLiteConn)}, nil
+	sc := c.(*sqlite3.SQLiteConn)
+	if analyst {
+		ac, err := protect.NewAnalystConn(sc, scope)
+		if err != nil {
+			sqlfuncs.Forget(sc)
+			sc.Close()
+			return nil, err
+		}
+		return ac, nil
+	}
+	return &conn{sc}, nil
 }
 
 // conn forgets dpsql's per-connection state when the connection closes.

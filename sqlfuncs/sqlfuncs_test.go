@@ -287,7 +287,8 @@ func TestNoiseIsNotFolded(t *testing.T) {
 	}
 }
 
-// TestFunctionList pins the exact set of functions dpsql adds to a connection.
+// TestFunctionList pins the exact set of functions dpsql adds to a connection
+// (dp_protect and dp_unprotect come from package protect, through ext).
 func TestFunctionList(t *testing.T) {
 	db := openDB(t, "")
 	rows, err := db.Query(`SELECT DISTINCT name FROM pragma_function_list WHERE name LIKE 'dp\_%' ESCAPE '\' OR name LIKE 'gdp\_%' ESCAPE '\' ORDER BY name`)
@@ -301,7 +302,7 @@ func TestFunctionList(t *testing.T) {
 		got = append(got, n)
 	}
 	want := []string{"dp_avgmix", "dp_budget_remaining", "dp_cost", "dp_cost_report", "dp_epsilon", "dp_gaussian",
-		"dp_init", "dp_init_epsilon", "dp_scope", "dp_select_topm", "dp_use_scope", "dp_vec_select", "dp_version",
+		"dp_init", "dp_init_epsilon", "dp_protect", "dp_scope", "dp_select_topm", "dp_unprotect", "dp_use_scope", "dp_vec_select", "dp_version",
 		"gdp_delta", "gdp_epsilon", "gdp_mu", "gdp_spend"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("functions:\n got  %v\n want %v", got, want)

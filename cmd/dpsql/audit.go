@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/protect"
 	"github.com/spf13/cobra"
 )
 
@@ -78,6 +79,11 @@ func verifyLedger(ctx context.Context, db accountant.Queryer, w io.Writer) error
 		return fmt.Errorf("ledger verification failed after %d good rows: %w", n, err)
 	}
 	fmt.Fprintf(w, "ledger OK: %d rows, chain intact\n", n)
+	if n, err := protect.VerifyPolicies(ctx, db); err != nil {
+		return fmt.Errorf("policy verification failed after %d good rows: %w", n, err)
+	} else if n > 0 {
+		fmt.Fprintf(w, "policies OK: %d changes, chain intact, dp_policy matches\n", n)
+	}
 	return nil
 }
 

@@ -155,6 +155,9 @@ answer is first charged to a privacy budget, in a ledger inside the same file.
 	if err := run("audit", "verify", path); err != nil {
 		return err
 	}
+	if err := m.demoAnalyst(ctx, w, path); err != nil {
+		return err
+	}
 	say(`
 Next: dpsql shell %s   (then .help, .budget, or your own SQL)
 `, path)

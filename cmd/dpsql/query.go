@@ -40,7 +40,11 @@ read from standard input. DP functions charge the scope given by --scope.`,
 				text = string(b)
 			}
 			ctx := cmd.Context()
-			s, err := m.openSession(ctx, args[0], m.str(cmd, "scope"))
+			open := m.openSession
+			if analyst, _ := cmd.Flags().GetBool("analyst"); analyst {
+				open = m.openAnalystSession
+			}
+			s, err := open(ctx, args[0], m.str(cmd, "scope"))
 			if err != nil {
 				return err
 			}
@@ -50,6 +54,7 @@ read from standard input. DP functions charge the scope given by --scope.`,
 	}
 	cmd.Flags().StringP("format", "f", FormatTable, "output format: table, csv or json")
 	cmd.Flags().StringP("scope", "s", "", `budget scope DP functions charge (default "default")`)
+	cmd.Flags().Bool("analyst", false, "connect as an analyst of protected mode (protected tables only through SELECT WITH DIFFERENTIAL_PRIVACY)")
 	configured(cmd, "format", "scope")
 	return cmd
 }

@@ -123,6 +123,7 @@ same file. New here? Run "dpsql demo".`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v (see 'dpsql help %s')", err, c.Name())
 	})
+	root.AddCommand(m.newProtectCmd(), m.newUnprotectCmd())
 	root.AddCommand(m.newInitCmd(), m.newQueryCmd(), m.newBudgetCmd(), m.newAuditCmd(),
 		m.newShellCmd(), m.newDemoCmd(), m.newImportCmd())
 	return root

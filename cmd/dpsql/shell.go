@@ -35,7 +35,11 @@ of them failed.`,
 				return err
 			}
 			ctx := cmd.Context()
-			s, err := m.openSession(ctx, args[0], m.str(cmd, "scope"))
+			open := m.openSession
+			if analyst, _ := cmd.Flags().GetBool("analyst"); analyst {
+				open = m.openAnalystSession
+			}
+			s, err := open(ctx, args[0], m.str(cmd, "scope"))
 			if err != nil {
 				return err
 			}
@@ -72,6 +76,7 @@ of them failed.`,
 	}
 	cmd.Flags().StringP("format", "f", FormatTable, "output format: table, csv or json")
 	cmd.Flags().StringP("scope", "s", "", `budget scope DP functions charge (default "default")`)
+	cmd.Flags().Bool("analyst", false, "connect as an analyst of protected mode (protected tables only through SELECT WITH DIFFERENTIAL_PRIVACY)")
 	cmd.Flags().String("history", "~/.dpsql_history", `history file ("" for none)`)
 	configured(cmd, "format", "scope", "history")
 	return cmd

@@ -1,0 +1,46 @@
+package protect
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dpsql/dpsql/protect/dpselect"
+)
+
+// FuzzCheck: whatever parses, the checker and rewriter never panic, and an
+// accepted plan's WHERE reads only the table's columns and calls only the
+// allowed functions.
+func FuzzCheck(f *testing.F) {
+	f.Add(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5) sex, COUNT(*) AS n, AVG(bmi, contribution_bounds_per_group => (10, 60)) AS m FROM patients WHERE age >= 18 GROUP BY sex`)
+	f.Add(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, max_groups_contributed = 2) age, SUM(bmi) FROM patients WHERE lower(sex) IN ('f') GROUP BY age ORDER BY 2 LIMIT 3`)
+	policies := map[string]Policy{"patients": {PrivacyUnit: "pid", MaxGroups: 2, MaxRows: 3, Bounds: map[string][2]float64{"bmi": {10, 60}}}}
+	cols := map[string]string{"pid": "pid", "sex": "sex", "age": "age", "bmi": "bmi"}
+	f.Fuzz(func(t *testing.T, src string) {
+		st, err := dpselect.Parse(src)
+		if err != nil {
+			return
+		}
+		pl, err := checkStatement(st, policies, cols, 1e-5)
+		if err != nil {
+			return
+		}
+		_ = rewrite(pl)
+		if st.Where != nil {
+			dpselect.Walk(st.Where, func(e dpselect.Expr) {
+				switch e := e.(type) {
+				case *dpselect.Col:
+					if _, ok := cols[strings.ToLower(e.Name)]; !ok {
+						t.Fatalf("accepted a read of %q", e.Name)
+					}
+				case *dpselect.Call:
+					if _, ok := safeFunctions[e.Name]; !ok {
+						t.Fatalf("accepted a call of %s", e.Name)
+					}
+				}
+			})
+		}
+		if !(pl.mu > 0) {
+			t.Fatalf("accepted mu %v", pl.mu)
+		}
+	})
+}

@@ -1,0 +1,332 @@
+// Package dpselect parses the one SELECT form analysts may run over a
+// protected table, BigQuery's differential-privacy syntax:
+//
+//	SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (name = number, ...)
+//	       item, ...
+//	FROM table
+//	[WHERE expr]
+//	[GROUP BY column, ...]
+//	[ORDER BY output [ASC|DESC], ...]
+//	[LIMIT integer]
+//	[;]
+//
+// where each item is a column (a group key) or one of COUNT(*), COUNT(col),
+// SUM(col [, contribution_bounds_per_group => (lo, hi)]), AVG(col [, ...]),
+// VAR_POP(col [, ...]) and STDDEV_POP(col [, ...]),
+// optionally followed by [AS] alias. WHERE takes literals, columns, unary and
+// binary operators, IS [NOT] NULL, [NOT] BETWEEN, [NOT] IN (list),
+// [NOT] LIKE 'literal', CASE, CAST and function calls; which functions are
+// allowed is the checker's decision (package protect), not the parser's.
+//
+// The parser is small and strict: anything outside this grammar is an error
+// that says what is accepted. It never evaluates anything.
+package dpselect
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Statement is a parsed DP SELECT.
+type Statement struct {
+	Options []Option
+	Items   []Item
+	Table   string
+	Where   Expr // nil if absent
+	GroupBy []string
+	OrderBy []OrderTerm
+	Limit   int64 // -1 if absent
+}
+
+// Option is one OPTIONS entry: a lower-case name and a number.
+type Option struct {
+	Name  string
+	Value float64
+}
+
+// Aggregate names.
+const (
+	Count = "COUNT"
+	Sum   = "SUM"
+	Avg   = "AVG"
+	Var   = "VAR_POP"
+	Std   = "STDDEV_POP"
+)
+
+// Item is one output of the SELECT list: a group-key column (Agg == "") or
+// an aggregate.
+type Item struct {
+	Column string      // the key column, or the aggregate's argument ("" for COUNT(*))
+	Agg    string      // "", Count, Sum, Avg, Var or Std
+	Bounds *[2]float64 // contribution_bounds_per_group, if given
+	Alias  string      // "" if none
+}
+
+// Name returns the output column name: the alias, the key column, or the
+// aggregate as written in canonical form.
+func (it Item) Name() string {
+	switch {
+	case it.Alias != "":
+		return it.Alias
+	case it.Agg == "":
+		return it.Column
+	case it.Column == "":
+		return it.Agg + "(*)"
+	}
+	return it.Agg + "(" + it.Column + ")"
+}
+
+// OrderTerm is one ORDER BY term: an output name or a 1-based position.
+type OrderTerm struct {
+	Name string // "" when Pos is set
+	Pos  int
+	Desc bool
+}
+
+// Expr is a WHERE expression. SQL renders it fully parenthesised in SQLite's
+// syntax, identifiers double-quoted.
+type Expr interface {
+	SQL(b *strings.Builder)
+}
+
+// Lit is a literal. Kind is "number", "string", "blob", "null", "true" or "false".
+type Lit struct{ Kind, Text string }
+
+// Col is a column reference (a table qualifier, if written, must name the FROM table).
+type Col struct{ Name string }
+
+// Unary is -x, +x, ~x or NOT x.
+type Unary struct {
+	Op string
+	X  Expr
+}
+
+// Binary is x op y for an arithmetic, comparison or logical operator.
+type Binary struct {
+	Op   string
+	L, R Expr
+}
+
+// IsNull is x IS [NOT] NULL.
+type IsNull struct {
+	X   Expr
+	Not bool
+}
+
+// Between is x [NOT] BETWEEN lo AND hi.
+type Between struct {
+	X, Lo, Hi Expr
+	Not       bool
+}
+
+// In is x [NOT] IN (list).
+type In struct {
+	X    Expr
+	List []Expr
+	Not  bool
+}
+
+// Like is x [NOT] LIKE 'pattern' (a literal pattern, no ESCAPE).
+type Like struct {
+	X       Expr
+	Pattern string
+	Not     bool
+}
+
+// Case is CASE [operand] WHEN .. THEN .. [ELSE ..] END.
+type Case struct {
+	Operand Expr // nil if absent
+	Whens   [][2]Expr
+	Else    Expr // nil if absent
+}
+
+// Cast is CAST(x AS type) with type one of INTEGER, REAL, TEXT, NUMERIC, BLOB.
+type Cast struct {
+	X    Expr
+	Type string
+}
+
+// Call is a function call with a lower-case name.
+type Call struct {
+	Name string
+	Args []Expr
+}
+
+// QuoteIdent double-quotes an identifier for SQLite.
+func QuoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// QuoteString single-quotes a string literal for SQLite.
+func QuoteString(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
+
+func (e *Lit) SQL(b *strings.Builder) {
+	switch e.Kind {
+	case "string":
+		b.WriteString(QuoteString(e.Text))
+	case "blob":
+		b.WriteString("x'" + e.Text + "'")
+	case "null":
+		b.WriteString("NULL")
+	case "true":
+		b.WriteString("1")
+	case "false":
+		b.WriteString("0")
+	default:
+		b.WriteString(e.Text)
+	}
+}
+
+func (e *Col) SQL(b *strings.Builder) { b.WriteString(QuoteIdent(e.Name)) }
+
+func (e *Unary) SQL(b *strings.Builder) {
+	b.WriteString("(" + e.Op + " ")
+	e.X.SQL(b)
+	b.WriteString(")")
+}
+
+func (e *Binary) SQL(b *strings.Builder) {
+	b.WriteString("(")
+	e.L.SQL(b)
+	b.WriteString(" " + e.Op + " ")
+	e.R.SQL(b)
+	b.WriteString(")")
+}
+
+func (e *IsNull) SQL(b *strings.Builder) {
+	b.WriteString("(")
+	e.X.SQL(b)
+	if e.Not {
+		b.WriteString(" IS NOT NULL)")
+	} else {
+		b.WriteString(" IS NULL)")
+	}
+}
+
+func not(b *strings.Builder, n bool) {
+	if n {
+		b.WriteString(" NOT")
+	}
+}
+
+func (e *Between) SQL(b *strings.Builder) {
+	b.WriteString("(")
+	e.X.SQL(b)
+	not(b, e.Not)
+	b.WriteString(" BETWEEN ")
+	e.Lo.SQL(b)
+	b.WriteString(" AND ")
+	e.Hi.SQL(b)
+	b.WriteString(")")
+}
+
+func (e *In) SQL(b *strings.Builder) {
+	b.WriteString("(")
+	e.X.SQL(b)
+	not(b, e.Not)
+	b.WriteString(" IN (")
+	for i, x := range e.List {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		x.SQL(b)
+	}
+	b.WriteString("))")
+}
+
+func (e *Like) SQL(b *strings.Builder) {
+	b.WriteString("(")
+	e.X.SQL(b)
+	not(b, e.Not)
+	b.WriteString(" LIKE " + QuoteString(e.Pattern) + ")")
+}
+
+func (e *Case) SQL(b *strings.Builder) {
+	b.WriteString("(CASE")
+	if e.Operand != nil {
+		b.WriteString(" ")
+		e.Operand.SQL(b)
+	}
+	for _, w := range e.Whens {
+		b.WriteString(" WHEN ")
+		w[0].SQL(b)
+		b.WriteString(" THEN ")
+		w[1].SQL(b)
+	}
+	if e.Else != nil {
+		b.WriteString(" ELSE ")
+		e.Else.SQL(b)
+	}
+	b.WriteString(" END)")
+}
+
+func (e *Cast) SQL(b *strings.Builder) {
+	b.WriteString("CAST(")
+	e.X.SQL(b)
+	b.WriteString(" AS " + e.Type + ")")
+}
+
+func (e *Call) SQL(b *strings.Builder) {
+	b.WriteString(e.Name + "(")
+	for i, x := range e.Args {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		x.SQL(b)
+	}
+	b.WriteString(")")
+}
+
+// Walk calls f on e and every expression below it, depth first.
+func Walk(e Expr, f func(Expr)) {
+	if e == nil {
+		return
+	}
+	f(e)
+	switch e := e.(type) {
+	case *Unary:
+		Walk(e.X, f)
+	case *Binary:
+		Walk(e.L, f)
+		Walk(e.R, f)
+	case *IsNull:
+		Walk(e.X, f)
+	case *Between:
+		Walk(e.X, f)
+		Walk(e.Lo, f)
+		Walk(e.Hi, f)
+	case *In:
+		Walk(e.X, f)
+		for _, x := range e.List {
+			Walk(x, f)
+		}
+	case *Like:
+		Walk(e.X, f)
+	case *Case:
+		Walk(e.Operand, f)
+		for _, w := range e.Whens {
+			Walk(w[0], f)
+			Walk(w[1], f)
+		}
+		Walk(e.Else, f)
+	case *Cast:
+		Walk(e.X, f)
+	case *Call:
+		for _, x := range e.Args {
+			Walk(x, f)
+		}
+	}
+}
+
+// String renders e as SQL.
+func String(e Expr) string {
+	var b strings.Builder
+	e.SQL(&b)
+	return b.String()
+}
+
+func parseFloat(s string) (float64, error) {
+	if strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X") {
+		v, err := strconv.ParseInt(s[2:], 16, 64)
+		return float64(v), err
+	}
+	return strconv.ParseFloat(s, 64)
+}

@@ -1,0 +1,774 @@
+package dpselect
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// ErrNotDP is returned by Parse for a statement that does not start with
+// SELECT WITH DIFFERENTIAL_PRIVACY: it is not this package's to parse.
+var ErrNotDP = errors.New("not a SELECT WITH DIFFERENTIAL_PRIVACY statement")
+
+// Accepted is the one-line summary of the grammar that parse errors point to.
+const Accepted = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = ...) keys and COUNT(*), COUNT(col), SUM(col), AVG(col), VAR_POP(col), STDDEV_POP(col) FROM protected_table [WHERE ...] [GROUP BY keys] [ORDER BY outputs] [LIMIT n]"
+
+// MaxLikePattern is the longest LIKE pattern accepted, well under SQLite's
+// default limit of 50,000 bytes.
+const MaxLikePattern = 1000
+
+// maxDepth bounds expression nesting (the parser recurses).
+const maxDepth = 100
+
+// IsDP reports whether src starts (after white space and comments) with
+// SELECT WITH DIFFERENTIAL_PRIVACY.
+func IsDP(src string) bool {
+	toks, err := lex(src)
+	if err != nil || len(toks) < 3 {
+		return false
+	}
+	return toks[0].is("SELECT") && toks[1].is("WITH") && toks[2].is("DIFFERENTIAL_PRIVACY")
+}
+
+func (t token) is(kw string) bool {
+	return t.kind == tIdent && !t.quoted && strings.EqualFold(t.text, kw)
+}
+
+func (t token) op(o string) bool { return t.kind == tOp && t.text == o }
+
+// SyntaxError is a parse error at an offset of the statement.
+type SyntaxError struct {
+	Pos int
+	Msg string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("syntax error at offset %d: %s (accepted: %s)", e.Pos, e.Msg, Accepted)
+}
+
+type parser struct {
+	toks  []token
+	i     int
+	depth int
+	quals []string // table qualifiers written before columns
+}
+
+func (p *parser) peek() token { return p.toks[p.i] }
+func (p *parser) next() token {
+	t := p.toks[p.i]
+	if t.kind != tEOF {
+		p.i++
+	}
+	return t
+}
+
+func (p *parser) errf(format string, args ...any) error {
+	return &SyntaxError{Pos: p.peek().pos, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (p *parser) kw(k string) bool {
+	if p.peek().is(k) {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *parser) expectKw(k string) error {
+	if !p.kw(k) {
+		return p.errf("expected %s, found %s", k, p.peek().describe())
+	}
+	return nil
+}
+
+func (p *parser) isOp(o string) bool {
+	if p.peek().op(o) {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *parser) expectOp(o string) error {
+	if !p.isOp(o) {
+		return p.errf("expected %q, found %s", o, p.peek().describe())
+	}
+	return nil
+}
+
+func (t token) describe() string {
+	switch t.kind {
+	case tEOF:
+		return "end of statement"
+	case tString:
+		return "a string"
+	case tNumber:
+		return "number " + t.text
+	}
+	return strconv.Quote(t.text)
+}
+
+// reserved words that cannot be an alias or a column without quotes.
+var reserved = map[string]bool{
+	"SELECT": true, "FROM": true, "WHERE": true, "GROUP": true, "BY": true, "ORDER": true, "LIMIT": true,
+	"HAVING": true, "UNION": true, "INTERSECT": true, "EXCEPT": true, "JOIN": true, "ON": true, "AS": true,
+	"AND": true, "OR": true, "NOT": true, "IS": true, "IN": true, "LIKE": true, "BETWEEN": true, "NULL": true,
+	"CASE": true, "WHEN": true, "THEN": true, "ELSE": true, "END": true, "WITH": true, "ASC": true, "DESC": true,
+	"OFFSET": true, "WINDOW": true, "OVER": true, "DISTINCT": true, "ALL": true, "CAST": true, "ESCAPE": true,
+	"GLOB": true, "REGEXP": true, "MATCH": true, "EXISTS": true, "COLLATE": true, "LEFT": true, "INNER": true,
+	"CROSS": true, "NATURAL": true, "USING": true, "VALUES": true,
+}
+
+func (p *parser) ident(what string) (string, error) {
+	t := p.peek()
+	if t.kind != tIdent || (!t.quoted && reserved[strings.ToUpper(t.text)]) {
+		return "", p.errf("expected %s, found %s", what, t.describe())
+	}
+	p.i++
+	return t.text, nil
+}
+
+// Parse parses one DP SELECT statement (an optional trailing semicolon, nothing after it).
+func Parse(src string) (*Statement, error) {
+	toks, err := lex(src)
+	if err != nil {
+		return nil, &SyntaxError{Msg: err.Error()}
+	}
+	p := &parser{toks: toks}
+	if !(p.kw("SELECT") && p.kw("WITH") && p.kw("DIFFERENTIAL_PRIVACY")) {
+		return nil, ErrNotDP
+	}
+	st := &Statement{Limit: -1}
+	if err := p.options(st); err != nil {
+		return nil, err
+	}
+	for {
+		it, err := p.item()
+		if err != nil {
+			return nil, err
+		}
+		st.Items = append(st.Items, it)
+		if !p.isOp(",") {
+			break
+		}
+	}
+	if err := p.expectKw("FROM"); err != nil {
+		return nil, err
+	}
+	if st.Table, err = p.ident("a table name"); err != nil {
+		return nil, err
+	}
+	if p.peek().op(".") {
+		return nil, p.errf("schema-qualified tables are not accepted; name the protected table alone")
+	}
+	if t := p.peek(); t.op(",") || t.is("JOIN") || t.is("LEFT") || t.is("INNER") || t.is("CROSS") || t.is("NATURAL") {
+		return nil, p.errf("joins are not accepted: a DP SELECT reads one protected table")
+	}
+	if t := p.peek(); t.kind == tIdent && !reserved[strings.ToUpper(t.text)] || t.is("AS") {
+		return nil, p.errf("table aliases are not accepted")
+	}
+	if p.kw("WHERE") {
+		if st.Where, err = p.expr(); err != nil {
+			return nil, err
+		}
+	}
+	if p.kw("GROUP") {
+		if err := p.expectKw("BY"); err != nil {
+			return nil, err
+		}
+		for {
+			c, err := p.column()
+			if err != nil {
+				return nil, err
+			}
+			st.GroupBy = append(st.GroupBy, c)
+			if !p.isOp(",") {
+				break
+			}
+		}
+	}
+	if p.peek().is("HAVING") {
+		return nil, p.errf("HAVING is not accepted (it would filter on exact aggregates); filter the released rows afterwards")
+	}
+	if p.kw("ORDER") {
+		if err := p.expectKw("BY"); err != nil {
+			return nil, err
+		}
+		for {
+			var ot OrderTerm
+			if t := p.peek(); t.kind == tNumber {
+				p.next()
+				n, err := strconv.Atoi(t.text)
+				if err != nil || n < 1 || n > len(st.Items) {
+					return nil, &SyntaxError{Pos: t.pos, Msg: fmt.Sprintf("ORDER BY position %s is not between 1 and %d", t.text, len(st.Items))}
+				}
+				ot.Pos = n
+			} else if ot.Name, err = p.ident("an output name or position in ORDER BY"); err != nil {
+				return nil, err
+			}
+			if p.kw("DESC") {
+				ot.Desc = true
+			} else {
+				p.kw("ASC")
+			}
+			st.OrderBy = append(st.OrderBy, ot)
+			if !p.isOp(",") {
+				break
+			}
+		}
+	}
+	if p.kw("LIMIT") {
+		t := p.next()
+		n, err := strconv.ParseInt(t.text, 10, 64)
+		if t.kind != tNumber || err != nil || n < 0 {
+			return nil, &SyntaxError{Pos: t.pos, Msg: "LIMIT takes a non-negative integer literal"}
+		}
+		st.Limit = n
+		if p.peek().is("OFFSET") || p.peek().op(",") {
+			return nil, p.errf("OFFSET is not accepted")
+		}
+	}
+	for _, q := range p.quals {
+		if !strings.EqualFold(q, st.Table) {
+			return nil, &SyntaxError{Msg: fmt.Sprintf("column qualifier %q is not the FROM table %q", q, st.Table)}
+		}
+	}
+	p.isOp(";")
+	if t := p.peek(); t.kind != tEOF {
+		if t.is("UNION") || t.is("INTERSECT") || t.is("EXCEPT") {
+			return nil, p.errf("compound SELECTs (%s) are not accepted", strings.ToUpper(t.text))
+		}
+		return nil, p.errf("unexpected %s after the statement (one statement only)", t.describe())
+	}
+	return st, nil
+}
+
+func (p *parser) options(st *Statement) error {
+	if !p.kw("OPTIONS") {
+		return p.errf("expected OPTIONS (mu = ...) after SELECT WITH DIFFERENTIAL_PRIVACY")
+	}
+	if err := p.expectOp("("); err != nil {
+		return err
+	}
+	for !p.peek().op(")") {
+		name, err := p.ident("an option name")
+		if err != nil {
+			return err
+		}
+		if err := p.expectOp("="); err != nil {
+			return err
+		}
+		neg := p.isOp("-")
+		t := p.next()
+		if t.kind != tNumber {
+			return &SyntaxError{Pos: t.pos, Msg: fmt.Sprintf("option %s takes a number", name)}
+		}
+		v, err := parseFloat(t.text)
+		if err != nil {
+			return &SyntaxError{Pos: t.pos, Msg: fmt.Sprintf("option %s: %v", name, err)}
+		}
+		if neg {
+			v = -v
+		}
+		st.Options = append(st.Options, Option{Name: strings.ToLower(name), Value: v})
+		if !p.isOp(",") {
+			break
+		}
+	}
+	return p.expectOp(")")
+}
+
+// column reads a column name, optionally qualified by a table name (dropped).
+func (p *parser) column() (string, error) {
+	c, err := p.ident("a column name")
+	if err != nil {
+		return "", err
+	}
+	if p.isOp(".") {
+		p.quals = append(p.quals, c)
+		return p.ident("a column name after the table qualifier")
+	}
+	return c, nil
+}
+
+func (p *parser) item() (Item, error) {
+	var it Item
+	t := p.peek()
+	if t.op("*") {
+		return it, p.errf("SELECT * is not accepted: list group keys and DP aggregates")
+	}
+	if t.is("DISTINCT") {
+		return it, p.errf("DISTINCT is not accepted")
+	}
+	agg := strings.ToUpper(t.text)
+	if t.kind == tIdent && !t.quoted && p.toks[p.i+1].op("(") {
+		switch agg {
+		case Count, Sum, Avg, Var, Std:
+		default:
+			return it, p.errf("%s(...) is not a DP aggregate: use COUNT(*), COUNT(col), SUM(col), AVG(col), VAR_POP(col) or STDDEV_POP(col)", t.text)
+		}
+		p.i += 2
+		it.Agg = agg
+		if p.isOp("*") {
+			if agg != Count {
+				return it, p.errf("%s(*) is not accepted", agg)
+			}
+		} else {
+			if p.peek().is("DISTINCT") {
+				return it, p.errf("%s(DISTINCT ...) is not accepted", agg)
+			}
+			c, err := p.column()
+			if err != nil {
+				return it, fmt.Errorf("%w (aggregates take one column)", err)
+			}
+			it.Column = c
+		}
+		if p.isOp(",") {
+			if !p.kw("contribution_bounds_per_group") {
+				return it, p.errf("the only named argument is contribution_bounds_per_group => (lo, hi)")
+			}
+			if agg == Count {
+				return it, p.errf("COUNT takes no contribution bounds: each person counts at most max_rows rows per group, set by the table's policy")
+			}
+			if err := p.expectOp("=>"); err != nil {
+				return it, err
+			}
+			lo, hi, err := p.pair()
+			if err != nil {
+				return it, err
+			}
+			it.Bounds = &[2]float64{lo, hi}
+		}
+		if err := p.expectOp(")"); err != nil {
+			return it, err
+		}
+		if p.peek().is("OVER") || p.peek().is("FILTER") {
+			return it, p.errf("window functions and FILTER are not accepted")
+		}
+	} else {
+		c, err := p.column()
+		if err != nil {
+			return it, fmt.Errorf("%w: the SELECT list takes group keys and DP aggregates", err)
+		}
+		it.Column = c
+	}
+	if p.kw("AS") {
+		a, err := p.ident("an alias")
+		if err != nil {
+			return it, err
+		}
+		it.Alias = a
+	} else if t := p.peek(); t.kind == tIdent && (t.quoted || !reserved[strings.ToUpper(t.text)]) {
+		it.Alias = t.text
+		p.i++
+	}
+	if t := p.peek(); !t.op(",") && !t.is("FROM") {
+		return it, p.errf("expressions are not accepted in the SELECT list: write a group key or a DP aggregate, optionally AS alias")
+	}
+	return it, nil
+}
+
+func (p *parser) signedNumber() (float64, error) {
+	neg := false
+	if p.isOp("-") {
+		neg = true
+	} else {
+		p.isOp("+")
+	}
+	t := p.next()
+	if t.kind != tNumber {
+		return 0, &SyntaxError{Pos: t.pos, Msg: "contribution bounds must be number literals"}
+	}
+	v, err := parseFloat(t.text)
+	if err != nil || math.IsInf(v, 0) {
+		return 0, &SyntaxError{Pos: t.pos, Msg: "contribution bound out of range"}
+	}
+	if neg {
+		v = -v
+	}
+	return v, nil
+}
+
+func (p *parser) pair() (float64, float64, error) {
+	if err := p.expectOp("("); err != nil {
+		return 0, 0, err
+	}
+	lo, err := p.signedNumber()
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := p.expectOp(","); err != nil {
+		return 0, 0, err
+	}
+	hi, err := p.signedNumber()
+	if err != nil {
+		return 0, 0, err
+	}
+	return lo, hi, p.expectOp(")")
+}
+
+// ---- expressions (precedence from low to high: OR, AND, NOT, comparison,
+// additive, multiplicative, unary) ----
+
+func (p *parser) enter() error {
+	p.depth++
+	if p.depth > maxDepth {
+		return p.errf("expression nested deeper than %d", maxDepth)
+	}
+	return nil
+}
+
+func (p *parser) expr() (Expr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer func() { p.depth-- }()
+	l, err := p.and()
+	if err != nil {
+		return nil, err
+	}
+	for p.kw("OR") {
+		r, err := p.and()
+		if err != nil {
+			return nil, err
+		}
+		l = &Binary{Op: "OR", L: l, R: r}
+	}
+	return l, nil
+}
+
+func (p *parser) and() (Expr, error) {
+	l, err := p.not()
+	if err != nil {
+		return nil, err
+	}
+	for p.kw("AND") {
+		r, err := p.not()
+		if err != nil {
+			return nil, err
+		}
+		l = &Binary{Op: "AND", L: l, R: r}
+	}
+	return l, nil
+}
+
+func (p *parser) not() (Expr, error) {
+	if p.kw("NOT") {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		defer func() { p.depth-- }()
+		x, err := p.not()
+		if err != nil {
+			return nil, err
+		}
+		return &Unary{Op: "NOT", X: x}, nil
+	}
+	return p.comparison()
+}
+
+var compareOps = map[string]string{"=": "=", "==": "=", "!=": "<>", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+func (p *parser) comparison() (Expr, error) {
+	l, err := p.additive()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		t := p.peek()
+		if op, ok := compareOps[t.text]; ok && t.kind == tOp {
+			p.next()
+			r, err := p.additive()
+			if err != nil {
+				return nil, err
+			}
+			l = &Binary{Op: op, L: l, R: r}
+			continue
+		}
+		if p.kw("IS") {
+			neg := p.kw("NOT")
+			if p.kw("NULL") {
+				l = &IsNull{X: l, Not: neg}
+				continue
+			}
+			r, err := p.additive()
+			if err != nil {
+				return nil, err
+			}
+			op := "IS"
+			if neg {
+				op = "IS NOT"
+			}
+			l = &Binary{Op: op, L: l, R: r}
+			continue
+		}
+		if p.kw("ISNULL") {
+			l = &IsNull{X: l}
+			continue
+		}
+		if p.kw("NOTNULL") {
+			l = &IsNull{X: l, Not: true}
+			continue
+		}
+		save := p.i
+		neg := p.kw("NOT")
+		switch {
+		case p.kw("BETWEEN"):
+			lo, err := p.additive()
+			if err != nil {
+				return nil, err
+			}
+			if err := p.expectKw("AND"); err != nil {
+				return nil, err
+			}
+			hi, err := p.additive()
+			if err != nil {
+				return nil, err
+			}
+			l = &Between{X: l, Lo: lo, Hi: hi, Not: neg}
+		case p.kw("IN"):
+			if err := p.expectOp("("); err != nil {
+				return nil, err
+			}
+			if p.peek().is("SELECT") || p.peek().is("WITH") || p.peek().is("VALUES") {
+				return nil, p.errf("subqueries are not accepted")
+			}
+			in := &In{X: l, Not: neg}
+			for {
+				x, err := p.expr()
+				if err != nil {
+					return nil, err
+				}
+				in.List = append(in.List, x)
+				if !p.isOp(",") {
+					break
+				}
+			}
+			if err := p.expectOp(")"); err != nil {
+				return nil, err
+			}
+			l = in
+		case p.kw("LIKE"):
+			t := p.next()
+			if t.kind != tString {
+				return nil, &SyntaxError{Pos: t.pos, Msg: "LIKE takes a string literal pattern"}
+			}
+			if p.peek().is("ESCAPE") {
+				return nil, p.errf("LIKE ... ESCAPE is not accepted")
+			}
+			if len(t.text) > MaxLikePattern {
+				// SQLite fails ("pattern too complex") past its limit, and
+				// only when some row reaches the LIKE: an error that
+				// would depend on the data.
+				return nil, &SyntaxError{Pos: t.pos, Msg: fmt.Sprintf("a LIKE pattern may be at most %d bytes", MaxLikePattern)}
+			}
+			l = &Like{X: l, Pattern: t.text, Not: neg}
+		case p.peek().is("GLOB") || p.peek().is("REGEXP") || p.peek().is("MATCH"):
+			return nil, p.errf("%s is not accepted; use LIKE with a literal pattern", strings.ToUpper(p.peek().text))
+		default:
+			p.i = save
+			return l, nil
+		}
+	}
+}
+
+func (p *parser) additive() (Expr, error) {
+	l, err := p.multiplicative()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		t := p.peek()
+		if t.op("||") {
+			return nil, p.errf("|| is not accepted in WHERE (a long result could fail with 'string or blob too big')")
+		}
+		if !t.op("+") && !t.op("-") {
+			return l, nil
+		}
+		p.next()
+		r, err := p.multiplicative()
+		if err != nil {
+			return nil, err
+		}
+		l = &Binary{Op: t.text, L: l, R: r}
+	}
+}
+
+func (p *parser) multiplicative() (Expr, error) {
+	l, err := p.unary()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		t := p.peek()
+		if !t.op("*") && !t.op("/") && !t.op("%") {
+			return l, nil
+		}
+		p.next()
+		r, err := p.unary()
+		if err != nil {
+			return nil, err
+		}
+		l = &Binary{Op: t.text, L: l, R: r}
+	}
+}
+
+func (p *parser) unary() (Expr, error) {
+	t := p.peek()
+	if t.op("-") || t.op("+") || t.op("~") {
+		p.next()
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		defer func() { p.depth-- }()
+		x, err := p.unary()
+		if err != nil {
+			return nil, err
+		}
+		return &Unary{Op: t.text, X: x}, nil
+	}
+	return p.primary()
+}
+
+var castTypes = map[string]bool{"INTEGER": true, "REAL": true, "TEXT": true, "NUMERIC": true, "BLOB": true}
+
+func (p *parser) primary() (Expr, error) {
+	t := p.next()
+	switch t.kind {
+	case tNumber:
+		if _, err := parseFloat(t.text); err != nil {
+			return nil, &SyntaxError{Pos: t.pos, Msg: "malformed number " + t.text}
+		}
+		return &Lit{Kind: "number", Text: t.text}, nil
+	case tString:
+		return &Lit{Kind: "string", Text: t.text}, nil
+	case tBlob:
+		return &Lit{Kind: "blob", Text: t.text}, nil
+	case tOp:
+		if t.text == "(" {
+			if p.peek().is("SELECT") || p.peek().is("WITH") || p.peek().is("VALUES") {
+				return nil, p.errf("subqueries are not accepted")
+			}
+			x, err := p.expr()
+			if err != nil {
+				return nil, err
+			}
+			if p.peek().op(",") {
+				return nil, p.errf("row values are not accepted")
+			}
+			return x, p.expectOp(")")
+		}
+	case tIdent:
+		if !t.quoted {
+			switch strings.ToUpper(t.text) {
+			case "NULL":
+				return &Lit{Kind: "null"}, nil
+			case "TRUE":
+				return &Lit{Kind: "true"}, nil
+			case "FALSE":
+				return &Lit{Kind: "false"}, nil
+			case "EXISTS", "SELECT":
+				return nil, &SyntaxError{Pos: t.pos, Msg: "subqueries are not accepted"}
+			case "CASE":
+				return p.caseExpr()
+			case "CAST":
+				if err := p.expectOp("("); err != nil {
+					return nil, err
+				}
+				x, err := p.expr()
+				if err != nil {
+					return nil, err
+				}
+				if err := p.expectKw("AS"); err != nil {
+					return nil, err
+				}
+				ty := strings.ToUpper(p.next().text)
+				if !castTypes[ty] {
+					return nil, p.errf("CAST takes INTEGER, REAL, TEXT, NUMERIC or BLOB")
+				}
+				return &Cast{X: x, Type: ty}, p.expectOp(")")
+			}
+			if reserved[strings.ToUpper(t.text)] {
+				return nil, &SyntaxError{Pos: t.pos, Msg: fmt.Sprintf("unexpected %s in an expression", strings.ToUpper(t.text))}
+			}
+			if p.peek().op("(") {
+				return p.call(t)
+			}
+		}
+		if p.isOp(".") {
+			p.quals = append(p.quals, t.text)
+			c, err := p.ident("a column name after the table qualifier")
+			if err != nil {
+				return nil, err
+			}
+			return &Col{Name: c}, nil
+		}
+		return &Col{Name: t.text}, nil
+	}
+	return nil, &SyntaxError{Pos: t.pos, Msg: fmt.Sprintf("unexpected %s in an expression", t.describe())}
+}
+
+func (p *parser) call(name token) (Expr, error) {
+	p.next() // (
+	c := &Call{Name: strings.ToLower(name.text)}
+	if p.peek().op("*") || p.peek().is("DISTINCT") {
+		return nil, p.errf("aggregates are not accepted in WHERE")
+	}
+	if !p.peek().op(")") {
+		for {
+			x, err := p.expr()
+			if err != nil {
+				return nil, err
+			}
+			c.Args = append(c.Args, x)
+			if !p.isOp(",") {
+				break
+			}
+		}
+	}
+	if err := p.expectOp(")"); err != nil {
+		return nil, err
+	}
+	if p.peek().is("OVER") || p.peek().is("FILTER") {
+		return nil, p.errf("window functions are not accepted")
+	}
+	return c, nil
+}
+
+func (p *parser) caseExpr() (Expr, error) {
+	c := &Case{}
+	if !p.peek().is("WHEN") {
+		x, err := p.expr()
+		if err != nil {
+			return nil, err
+		}
+		c.Operand = x
+	}
+	for p.kw("WHEN") {
+		w, err := p.expr()
+		if err != nil {
+			return nil, err
+		}
+		if err := p.expectKw("THEN"); err != nil {
+			return nil, err
+		}
+		th, err := p.expr()
+		if err != nil {
+			return nil, err
+		}
+		c.Whens = append(c.Whens, [2]Expr{w, th})
+	}
+	if len(c.Whens) == 0 {
+		return nil, p.errf("CASE needs at least one WHEN")
+	}
+	if p.kw("ELSE") {
+		x, err := p.expr()
+		if err != nil {
+			return nil, err
+		}
+		c.Else = x
+	}
+	return c, p.expectKw("END")
+}

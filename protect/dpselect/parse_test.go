@@ -1,0 +1,104 @@
+package dpselect
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const issueExample = `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5)
+       sex, COUNT(*) AS n, AVG(bmi, contribution_bounds_per_group => (10, 60)) AS mean_bmi
+FROM patients WHERE age >= 18 GROUP BY sex;`
+
+func TestParseIssueExample(t *testing.T) {
+	st, err := Parse(issueExample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Table != "patients" || len(st.Items) != 3 || len(st.GroupBy) != 1 || st.GroupBy[0] != "sex" {
+		t.Fatalf("parsed %+v", st)
+	}
+	if st.Options[0] != (Option{"mu", 0.5}) {
+		t.Errorf("options %+v", st.Options)
+	}
+	if it := st.Items[2]; it.Agg != Avg || it.Column != "bmi" || *it.Bounds != [2]float64{10, 60} || it.Name() != "mean_bmi" {
+		t.Errorf("AVG item %+v", it)
+	}
+	if it := st.Items[1]; it.Agg != Count || it.Column != "" || it.Name() != "n" {
+		t.Errorf("COUNT item %+v", it)
+	}
+	if got := String(st.Where); got != `("age" >= 18)` {
+		t.Errorf("WHERE renders as %s", got)
+	}
+}
+
+func TestParseForms(t *testing.T) {
+	for _, src := range []string{
+		`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) g, VAR_POP(x, contribution_bounds_per_group => (0, 1)), STDDEV_POP(x) AS s FROM t GROUP BY g`,
+		`select with differential_privacy options (epsilon = 1, delta = 1e-6) count(*) from t`,
+		`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1, max_groups_contributed = 2) a, b, SUM(x, contribution_bounds_per_group => (-1, 1.5)) s FROM t WHERE a IN (1, 2) AND NOT b IS NULL AND x BETWEEN 0 AND 3 OR name LIKE 'a%' GROUP BY a, t.b ORDER BY s DESC, 1 LIMIT 10`,
+		`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(x) FROM "my table" WHERE CASE WHEN x > 1 THEN 1 ELSE 0 END = 1 AND CAST(y AS INTEGER) <> 3 AND lower(z) = 'q' -- comment
+		`,
+		`/* c */ SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) AVG([x y]) FROM t WHERE -x * 2 + 3 % 2 / 1 >= x'00' AND y IS NOT 3`,
+	} {
+		if _, err := Parse(src); err != nil {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+}
+
+func TestParseRefusals(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{`SELECT * FROM t`, "not a SELECT WITH"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY count(*) FROM t`, "expected OPTIONS"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) * FROM t`, "SELECT * is not accepted"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t GROUP BY a HAVING count(*) > 1`, "HAVING"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t UNION SELECT 1`, "compound"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t, u`, "joins"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t JOIN u`, "joins"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE x IN (SELECT 1)`, "subqueries"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE EXISTS (SELECT 1)`, "subqueries"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE x = (SELECT 1)`, "subqueries"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) max(x) FROM t`, "not a DP aggregate"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) x + 1 FROM t`, "expressions are not accepted"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) * 2 FROM t`, "expressions are not accepted"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE x LIKE y`, "literal pattern"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE x LIKE 'a' ESCAPE 'b'`, "ESCAPE"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE x || y = 'a'`, "||"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE x LIKE '` + strings.Repeat("%a", 30000) + `'`, "at most 1000 bytes"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t; DROP TABLE t`, "one statement"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE u.x = 1`, "qualifier"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM main.t`, "schema-qualified"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) OVER () FROM t`, "window"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t LIMIT 1 OFFSET 2`, "OFFSET"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE ` + strings.Repeat("(", 200) + "1" + strings.Repeat(")", 200), "nested deeper"},
+	} {
+		_, err := Parse(tc.src)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error containing %q", tc.src, err, tc.want)
+		}
+	}
+	if _, err := Parse("SELECT 1"); !errors.Is(err, ErrNotDP) {
+		t.Errorf("plain SELECT: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(issueExample)
+	f.Add(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) a, SUM(x, contribution_bounds_per_group => (-1, 1.5)) s FROM t WHERE a IN (1, 'x', x'00') AND CASE a WHEN 1 THEN 2 END ORDER BY 1 LIMIT 3`)
+	f.Fuzz(func(t *testing.T, src string) {
+		st, err := Parse(src)
+		if err != nil || st.Where == nil {
+			return
+		}
+		// The rendered WHERE must parse again to the same rendering.
+		w := String(st.Where)
+		again, err := Parse("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) FROM " + QuoteIdent(st.Table) + " WHERE " + w)
+		if err != nil {
+			t.Fatalf("rendered WHERE %q does not parse: %v", w, err)
+		}
+		if w2 := String(again.Where); w2 != w {
+			t.Fatalf("rendering not stable: %q then %q", w, w2)
+		}
+	})
+}

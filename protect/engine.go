@@ -1,0 +1,518 @@
+package protect
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/protect/dpselect"
+	"github.com/dpsql/dpsql/release"
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// Engine runs DP statements over one database file on a read-only
+// connection of its own, which no analyst ever holds.
+type Engine struct {
+	path string
+	db   *sql.DB
+	refs int // holders (EngineFor calls not yet Released)
+}
+
+var (
+	enginesMu sync.Mutex
+	engines   = map[string]*Engine{}
+)
+
+// EngineFor returns the process-wide engine of the database file at path;
+// call Release when done with it. The last Release closes its connections.
+func EngineFor(path string) (*Engine, error) {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file::memory:") {
+		return nil, errors.New("protected mode needs a database file")
+	}
+	enginesMu.Lock()
+	defer enginesMu.Unlock()
+	if e, ok := engines[path]; ok {
+		e.refs++
+		return e, nil
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", "10000")
+	q.Set("_query_only", "1")
+	db, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(4)
+	e := &Engine{path: path, db: db, refs: 1}
+	engines[path] = e
+	return e, nil
+}
+
+// Release undoes one EngineFor.
+func (e *Engine) Release() error {
+	enginesMu.Lock()
+	defer enginesMu.Unlock()
+	if e.refs--; e.refs > 0 {
+		return nil
+	}
+	delete(engines, e.path)
+	return e.db.Close()
+}
+
+// Result is a DP statement's released rows and the receipt of its charge.
+type Result struct {
+	Columns []string
+	Rows    [][]any
+	Receipt accountant.Receipt
+}
+
+// Query checks, charges and runs one DP SELECT against scope. A refused
+// statement (a *Refusal, or a syntax error) reads nothing and charges
+// nothing. The charge is committed before any noise is drawn.
+func (e *Engine) Query(ctx context.Context, scope, query string) (*Result, error) {
+	conn, err := e.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	pl, err := e.plan(ctx, conn, scope, query)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := e.read(ctx, conn, pl)
+	if err != nil {
+		return nil, err
+	}
+	l, err := accountant.OpenLedger(e.path)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := l.Charge(ctx, accountant.Charge{Scope: scope, Mechanism: pl.mech, Details: pl.details, Query: query}, nil)
+	if err != nil {
+		return nil, err
+	}
+	res := releaseRows(pl, groups, release.NewNoise())
+	res.Receipt = rc
+	return res, nil
+}
+
+// plan parses and checks a statement.
+func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) (*plan, error) {
+	st, err := dpselect.Parse(query)
+	if err != nil {
+		return nil, &Refusal{Msg: err.Error()}
+	}
+	policies, err := LoadPolicies(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	b, err := accountant.LoadBudget(ctx, conn, scope)
+	if err != nil {
+		return nil, err
+	}
+	var cols map[string]string
+	for t := range policies {
+		if strings.EqualFold(t, st.Table) {
+			if cols, err = tableColumns(ctx, conn, t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	pl, err := checkStatement(st, policies, cols, b.Delta)
+	if err != nil || pl.keySources == nil {
+		return pl, err
+	}
+	// Public keys: read the declared key lists (public tables).
+	combos := 1
+	for _, ks := range pl.keySources {
+		rows, err := conn.QueryContext(ctx, fmt.Sprintf(`SELECT DISTINCT %s FROM main.%s WHERE %s IS NOT NULL`,
+			dpselect.QuoteIdent(ks[1]), dpselect.QuoteIdent(ks[0]), dpselect.QuoteIdent(ks[1])))
+		if err != nil {
+			return nil, fmt.Errorf("reading the public keys in %s.%s: %w", ks[0], ks[1], err)
+		}
+		var vals []any
+		for rows.Next() {
+			var v any
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			vals = append(vals, v)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		combos *= max(len(vals), 1)
+		if combos > maxKeyCombinations {
+			return nil, refusef("the public keys of the GROUP BY columns make more than %d groups", maxKeyCombinations)
+		}
+		pl.keyValues = append(pl.keyValues, vals)
+	}
+	return pl, nil
+}
+
+// maxKeyCombinations caps the groups a GROUP BY over public keys releases.
+const maxKeyCombinations = 1000000
+
+// group is one group's exact, bounded figures as the rewritten SQL returns them.
+type group struct {
+	keys    []any
+	persons int64
+	vals    []int64 // per aggregate: count or fixed-point sum
+	counts  []int64 // per aggregate: the count of values (AVG, VAR_POP, STDDEV_POP)
+	sqs     []int64 // per aggregate: fixed-point sum of centred squares (VAR_POP, STDDEV_POP)
+}
+
+func newGroup(keys []any, aggs int) group {
+	return group{keys: keys, vals: make([]int64, aggs), counts: make([]int64, aggs), sqs: make([]int64, aggs)}
+}
+
+// read runs the rewritten SQL under an authorizer that allows exactly the
+// reads the checker approved.
+func (e *Engine) read(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, error) {
+	text := rewrite(pl)
+	var denied string
+	auth := func(op int, a1, a2, a3 string) int {
+		switch op {
+		case sqlite3.SQLITE_SELECT:
+			return sqlite3.SQLITE_OK
+		case sqlite3.SQLITE_READ:
+			if strings.EqualFold(a1, pl.table) && a3 == "main" && (a2 == "" || pl.reads[strings.ToLower(a2)]) {
+				return sqlite3.SQLITE_OK
+			}
+			for _, ks := range pl.keySources {
+				if strings.EqualFold(a1, ks[0]) && a3 == "main" && strings.EqualFold(a2, ks[1]) {
+					return sqlite3.SQLITE_OK
+				}
+			}
+		case sqlite3.SQLITE_FUNCTION:
+			if _, ok := safeFunctions[a2]; ok || containsFold(ruleFunctions, a2) {
+				return sqlite3.SQLITE_OK
+			}
+		}
+		denied = fmt.Sprintf("action %d on %q %q %q", op, a1, a2, a3)
+		return sqlite3.SQLITE_DENY
+	}
+	setAuth := func(f func(int, string, string, string) int) error {
+		return conn.Raw(func(dc any) error {
+			sc, ok := dc.(*sqlite3.SQLiteConn)
+			if !ok {
+				return fmt.Errorf("protect: unexpected driver connection %T", dc)
+			}
+			sc.RegisterAuthorizer(f)
+			return nil
+		})
+	}
+	if err := setAuth(auth); err != nil {
+		return nil, err
+	}
+	defer setAuth(nil)
+	rows, err := conn.QueryContext(ctx, text)
+	if err != nil {
+		if denied != "" {
+			return nil, fmt.Errorf("protect: internal error, the rewritten statement asked for a read the checker did not approve (%s): %w", denied, err)
+		}
+		return nil, fmt.Errorf("protect: running the rewritten statement: %w", err)
+	}
+	defer rows.Close()
+	nk := len(pl.keys)
+	var out []group
+	dest := make([]any, nk+1+3*len(pl.aggs))
+	ptrs := make([]any, len(dest))
+	for i := range dest {
+		ptrs[i] = &dest[i]
+	}
+	n := nk + 1
+	for _, a := range pl.aggs {
+		n++
+		if a.needsCount() {
+			n++
+		}
+		if a.needsSq() {
+			n++
+		}
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs[:n]...); err != nil {
+			return nil, err
+		}
+		g := newGroup(make([]any, nk), len(pl.aggs))
+		for i := range nk {
+			g.keys[i] = dest[i]
+		}
+		g.persons = asInt(dest[nk])
+		j := nk + 1
+		for i, a := range pl.aggs {
+			g.vals[i] = asInt(dest[j])
+			j++
+			if a.needsCount() {
+				g.counts[i] = asInt(dest[j])
+				j++
+			}
+			if a.needsSq() {
+				g.sqs[i] = asInt(dest[j])
+				j++
+			}
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// publicGroups returns one group per combination of the public keys, with
+// the exact figures of the data's group of those keys, or zeros.
+func publicGroups(pl *plan, groups []group) []group {
+	byKey := make(map[string]group, len(groups))
+	for _, g := range groups {
+		byKey[canonKey(g.keys)] = g
+	}
+	var out []group
+	cur := make([]any, len(pl.keyValues))
+	var walk func(i int)
+	walk = func(i int) {
+		if i == len(pl.keyValues) {
+			k := append([]any(nil), cur...)
+			g, ok := byKey[canonKey(k)]
+			if !ok {
+				g = newGroup(nil, len(pl.aggs))
+			}
+			g.keys = k
+			out = append(out, g)
+			return
+		}
+		for _, v := range pl.keyValues[i] {
+			cur[i] = v
+			walk(i + 1)
+		}
+	}
+	walk(0)
+	return out
+}
+
+// canonKey identifies a combination of key values as SQLite's GROUP BY and
+// IN compare them: an integral REAL equals the INTEGER.
+func canonKey(vs []any) string {
+	var b strings.Builder
+	for _, v := range vs {
+		switch v := v.(type) {
+		case int64:
+			fmt.Fprintf(&b, "n%d", v)
+		case float64:
+			if v == math.Trunc(v) && math.Abs(v) < 1<<62 {
+				fmt.Fprintf(&b, "n%d", int64(v))
+			} else {
+				fmt.Fprintf(&b, "f%v", v)
+			}
+		case string:
+			fmt.Fprintf(&b, "s%q", v)
+		case []byte:
+			fmt.Fprintf(&b, "b%x", v)
+		default:
+			fmt.Fprintf(&b, "?%v", v)
+		}
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+func asInt(v any) int64 {
+	switch v := v.(type) {
+	case int64:
+		return v
+	case float64:
+		return int64(v)
+	}
+	return 0 // NULL: an empty sum
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseRows draws the noise: partition selection, then each aggregate of the
+// released groups, then ORDER BY and LIMIT on the noisy rows.
+func releaseRows(pl *plan, groups []group, noise *release.Noise) *Result {
+	res := &Result{}
+	for _, it := range pl.stmt.Items {
+		res.Columns = append(res.Columns, it.Name())
+	}
+	if len(pl.keys) == 0 && len(groups) == 0 {
+		groups = []group{newGroup(nil, len(pl.aggs))}
+	}
+	kept := groups
+	if pl.keySources != nil {
+		kept = publicGroups(pl, groups)
+	} else if len(pl.keys) > 0 {
+		sel := make([]float64, len(groups))
+		for i, g := range groups {
+			sel[i] = float64(g.persons)
+		}
+		noise.AddGaussian(sel, pl.sigmaSel)
+		kept = kept[:0:0]
+		for i, g := range groups {
+			if sel[i] >= pl.tau {
+				kept = append(kept, g)
+			}
+		}
+	}
+	out := make([][]any, len(kept))
+	for i, g := range kept {
+		out[i] = make([]any, len(pl.items))
+		for j, it := range pl.items {
+			if it < 0 {
+				out[i][j] = g.keys[-1-it]
+			}
+		}
+	}
+	buf := make([]float64, len(kept))
+	for ai, a := range pl.aggs {
+		for i, g := range kept {
+			buf[i] = float64(g.vals[ai])
+			if a.kind != dpselect.Count {
+				buf[i] *= a.quant
+			}
+		}
+		noise.AddGaussian(buf, a.sigma)
+		var cnt, sq []float64
+		if a.needsCount() {
+			cnt = make([]float64, len(kept))
+			for i, g := range kept {
+				cnt[i] = float64(g.counts[ai])
+			}
+			noise.AddGaussian(cnt, a.sigmaCount)
+		}
+		if a.needsSq() {
+			sq = make([]float64, len(kept))
+			for i, g := range kept {
+				sq[i] = float64(g.sqs[ai]) * a.sqQuant
+			}
+			noise.AddGaussian(sq, a.sigmaSq)
+		}
+		col := -1
+		for j, it := range pl.items {
+			if it == ai {
+				col = j
+			}
+		}
+		for i := range kept {
+			switch a.kind {
+			case dpselect.Count:
+				out[i][col] = int64(math.Max(0, math.Round(buf[i])))
+			case dpselect.Sum:
+				out[i][col] = buf[i]
+			case dpselect.Avg:
+				v := a.mid + buf[i]/math.Max(cnt[i], 1)
+				out[i][col] = math.Min(a.hi, math.Max(a.lo, v))
+			case dpselect.Var, dpselect.Std:
+				// Post-processing: E[y^2] - E[y]^2 of the centred values,
+				// clamped to [0, ((hi-lo)/2)^2].
+				n := math.Max(cnt[i], 1)
+				mean := buf[i] / n
+				v := (sq[i]+a.sqMid*math.Max(cnt[i], 0))/n - mean*mean
+				v = math.Min(2*a.sqMid, math.Max(0, v))
+				if a.kind == dpselect.Std {
+					v = math.Sqrt(v)
+				}
+				out[i][col] = v
+			}
+		}
+	}
+	orderRows(pl, res.Columns, out)
+	if l := pl.stmt.Limit; l >= 0 && int64(len(out)) > l {
+		out = out[:l]
+	}
+	res.Rows = out
+	return res
+}
+
+// orderRows sorts the released rows by ORDER BY (post-processing), in
+// SQLite's order of types: NULL, numbers, text, blobs.
+func orderRows(pl *plan, cols []string, rows [][]any) {
+	if len(pl.stmt.OrderBy) == 0 {
+		return
+	}
+	type term struct {
+		col  int
+		desc bool
+	}
+	var terms []term
+	for _, o := range pl.stmt.OrderBy {
+		c := o.Pos - 1
+		if o.Pos == 0 {
+			for j, n := range cols {
+				if strings.EqualFold(n, o.Name) {
+					c = j
+				}
+			}
+		}
+		terms = append(terms, term{c, o.Desc})
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		for _, t := range terms {
+			c := compareValues(rows[i][t.col], rows[j][t.col])
+			if c == 0 {
+				continue
+			}
+			return (c < 0) != t.desc
+		}
+		return false
+	})
+}
+
+func typeRank(v any) int {
+	switch v.(type) {
+	case nil:
+		return 0
+	case int64, float64:
+		return 1
+	case string:
+		return 2
+	}
+	return 3
+}
+
+func compareValues(a, b any) int {
+	ra, rb := typeRank(a), typeRank(b)
+	if ra != rb {
+		return ra - rb
+	}
+	switch ra {
+	case 1:
+		x, y := toFloat(a), toFloat(b)
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	case 2:
+		return strings.Compare(a.(string), b.(string))
+	case 3:
+		x, _ := a.([]byte)
+		y, _ := b.([]byte)
+		return bytes.Compare(x, y)
+	}
+	return 0
+}
+
+func toFloat(v any) float64 {
+	if i, ok := v.(int64); ok {
+		return float64(i)
+	}
+	return v.(float64)
+}

@@ -1,0 +1,227 @@
+package protect
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/dpsql/dpsql/protect/dpselect"
+)
+
+// The rewritten SQL returns one row per group present in the data:
+// the group keys, _p (the number of distinct persons in the group, after
+// bounding), then per aggregate its exact, bounded figure: COUNT an integer
+// count; SUM the sum of clamped values in units of the quantum; AVG that sum
+// (of values centred on the midpoint) and the count of its values.
+//
+// Per-person bounding (privacy unit column u): each (person, group) keeps at
+// most max_rows of its rows and each person at most max_groups of their
+// groups, chosen by SQLite's random() (a ChaCha20 stream seeded from the
+// operating system), drawn afresh for each row and each (person, group): which
+// rows are kept depends only on that person's rows and fresh randomness, never
+// on anyone else's. Rows whose privacy unit is NULL are dropped (public rule).
+//
+// Values (public rule): a SUM/AVG value that is not an INTEGER or REAL (NULL,
+// text, blob; SQLite stores NaN as NULL) is dropped; a number outside the
+// bounds is clamped to them (infinities included); it is then rounded to the
+// quantum. COUNT(col) counts non-NULL values.
+
+func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// valueExpr is the fixed-point value of aggregate a for one row, NULL when the
+// row's value is dropped.
+func valueExpr(a aggPlan) string {
+	c := dpselect.QuoteIdent(a.column)
+	clamped := fmt.Sprintf("max(%s, min(%s, %s))", num(a.lo), num(a.hi), c)
+	if a.needsCount() {
+		clamped = fmt.Sprintf("(%s - %s)", clamped, num(a.mid))
+	}
+	return fmt.Sprintf("CASE WHEN typeof(%s) IN ('integer', 'real') THEN CAST(round(%s * %s) AS INTEGER) END", c, clamped, num(1/a.quant))
+}
+
+// squareExpr is the fixed-point square of the centred value (VAR_POP,
+// STDDEV_POP), itself centred on sqMid, NULL when the value is dropped.
+func squareExpr(a aggPlan) string {
+	c := dpselect.QuoteIdent(a.column)
+	y := fmt.Sprintf("(max(%s, min(%s, %s)) - %s)", num(a.lo), num(a.hi), c, num(a.mid))
+	return fmt.Sprintf("CASE WHEN typeof(%s) IN ('integer', 'real') THEN CAST(round((%s * %s - %s) * %s) AS INTEGER) END", c, y, y, num(a.sqMid), num(1/a.sqQuant))
+}
+
+// rewrite returns the SQLite SQL of a plan.
+func rewrite(pl *plan) string {
+	var b strings.Builder
+	t := "main." + dpselect.QuoteIdent(pl.table)
+	keys := make([]string, len(pl.keys))
+	for i, k := range pl.keys {
+		keys[i] = dpselect.QuoteIdent(k)
+	}
+	where := "1"
+	if pl.where != "" {
+		where = pl.where
+	}
+	for i, ks := range pl.keySources {
+		// Rows whose keys are not in the public lists are dropped.
+		where = fmt.Sprintf("(%s) AND %s IN (SELECT %s FROM main.%s)", where, keys[i], dpselect.QuoteIdent(ks[1]), dpselect.QuoteIdent(ks[0]))
+	}
+	if pl.policy.PrivacyUnit == "" {
+		// Each row is a person: one row in one group, nothing to bound.
+		b.WriteString("SELECT ")
+		for _, k := range keys {
+			b.WriteString(k + ", ")
+		}
+		b.WriteString("count(*)")
+		for _, a := range pl.aggs {
+			switch a.kind {
+			case dpselect.Count:
+				if a.column == "" {
+					b.WriteString(", count(*)")
+				} else {
+					b.WriteString(", count(" + dpselect.QuoteIdent(a.column) + ")")
+				}
+			default:
+				v := valueExpr(a)
+				fmt.Fprintf(&b, ", coalesce(sum(%s), 0)", v)
+				if a.needsCount() {
+					c := dpselect.QuoteIdent(a.column)
+					fmt.Fprintf(&b, ", count(CASE WHEN typeof(%s) IN ('integer', 'real') THEN 1 END)", c)
+				}
+				if a.needsSq() {
+					fmt.Fprintf(&b, ", coalesce(sum(%s), 0)", squareExpr(a))
+				}
+			}
+		}
+		fmt.Fprintf(&b, " FROM %s WHERE %s", t, where)
+		if len(keys) > 0 {
+			b.WriteString(" GROUP BY " + strings.Join(keys, ", "))
+		}
+		return b.String()
+	}
+	u := dpselect.QuoteIdent(pl.policy.PrivacyUnit)
+	if pl.maxRows == 1 && pl.maxGroups == 1 {
+		return rewriteOneRow(pl, t, u, keys, where)
+	}
+	// Level 1: the rows, their values and a random rank within (person, group).
+	var l1 strings.Builder
+	l1.WriteString("SELECT " + u + " AS _u")
+	for i, k := range keys {
+		fmt.Fprintf(&l1, ", %s AS _k%d", k, i)
+	}
+	for j, a := range pl.aggs {
+		switch {
+		case a.kind == dpselect.Count && a.column != "":
+			fmt.Fprintf(&l1, ", (%s IS NOT NULL) AS _v%d", dpselect.QuoteIdent(a.column), j)
+		case a.kind != dpselect.Count:
+			fmt.Fprintf(&l1, ", %s AS _v%d", valueExpr(a), j)
+			if a.needsSq() {
+				fmt.Fprintf(&l1, ", %s AS _w%d", squareExpr(a), j)
+			}
+		}
+	}
+	fmt.Fprintf(&l1, ", row_number() OVER (PARTITION BY %s ORDER BY random()) AS _rn FROM %s WHERE (%s) AND %s IS NOT NULL",
+		strings.Join(append([]string{u}, keys...), ", "), t, where, u)
+	kk := make([]string, len(keys))
+	for i := range keys {
+		kk[i] = "_k" + strconv.Itoa(i)
+	}
+	// Level 2: one row per (person, group), at most max_rows rows in it, and
+	// a random rank of the group among the person's groups.
+	var l2 strings.Builder
+	l2.WriteString("SELECT _u")
+	for _, k := range kk {
+		l2.WriteString(", " + k)
+	}
+	l2.WriteString(", count(*) AS _n")
+	for j, a := range pl.aggs {
+		switch {
+		case a.kind == dpselect.Count && a.column != "":
+			fmt.Fprintf(&l2, ", sum(_v%d) AS _s%d", j, j)
+		case a.kind != dpselect.Count:
+			fmt.Fprintf(&l2, ", coalesce(sum(_v%d), 0) AS _s%d, count(_v%d) AS _c%d", j, j, j, j)
+			if a.needsSq() {
+				fmt.Fprintf(&l2, ", coalesce(sum(_w%d), 0) AS _q%d", j, j)
+			}
+		}
+	}
+	fmt.Fprintf(&l2, ", row_number() OVER (PARTITION BY _u ORDER BY random()) AS _gn FROM (%s) WHERE _rn <= %d GROUP BY %s",
+		l1.String(), pl.maxRows, strings.Join(append([]string{"_u"}, kk...), ", "))
+	// Level 3: the groups.
+	b.WriteString("SELECT ")
+	for _, k := range kk {
+		b.WriteString(k + ", ")
+	}
+	b.WriteString("count(*)")
+	for j, a := range pl.aggs {
+		switch {
+		case a.kind == dpselect.Count && a.column == "":
+			b.WriteString(", sum(_n)")
+		case a.kind == dpselect.Count:
+			fmt.Fprintf(&b, ", sum(_s%d)", j)
+		default:
+			fmt.Fprintf(&b, ", sum(_s%d)", j)
+			if a.needsCount() {
+				fmt.Fprintf(&b, ", sum(_c%d)", j)
+			}
+			if a.needsSq() {
+				fmt.Fprintf(&b, ", sum(_q%d)", j)
+			}
+		}
+	}
+	fmt.Fprintf(&b, " FROM (%s) WHERE _gn <= %d", l2.String(), pl.maxGroups)
+	if len(kk) > 0 {
+		b.WriteString(" GROUP BY " + strings.Join(kk, ", "))
+	}
+	return b.String()
+}
+
+// rewriteOneRow bounds each person to one row (max_rows = max_groups = 1)
+// in one GROUP BY: SQLite's min() gives its bare columns the values of the
+// row where the minimum is reached, here of random(), a fresh uniform choice
+// among the person's rows.
+func rewriteOneRow(pl *plan, t, u string, keys []string, where string) string {
+	var in strings.Builder
+	in.WriteString("SELECT ")
+	kk := make([]string, len(keys))
+	for i, k := range keys {
+		kk[i] = "_k" + strconv.Itoa(i)
+		fmt.Fprintf(&in, "%s AS _k%d, ", k, i)
+	}
+	for j, a := range pl.aggs {
+		switch {
+		case a.kind == dpselect.Count && a.column != "":
+			fmt.Fprintf(&in, "(%s IS NOT NULL) AS _v%d, ", dpselect.QuoteIdent(a.column), j)
+		case a.kind != dpselect.Count:
+			fmt.Fprintf(&in, "%s AS _v%d, ", valueExpr(a), j)
+			if a.needsSq() {
+				fmt.Fprintf(&in, "%s AS _w%d, ", squareExpr(a), j)
+			}
+		}
+	}
+	fmt.Fprintf(&in, "min(random()) AS _r FROM %s WHERE (%s) AND %s IS NOT NULL GROUP BY %s", t, where, u, u)
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	for _, k := range kk {
+		b.WriteString(k + ", ")
+	}
+	b.WriteString("count(*)")
+	for j, a := range pl.aggs {
+		switch {
+		case a.kind == dpselect.Count && a.column == "":
+			b.WriteString(", count(*)")
+		case a.kind == dpselect.Count:
+			fmt.Fprintf(&b, ", sum(_v%d)", j)
+		default:
+			fmt.Fprintf(&b, ", coalesce(sum(_v%d), 0)", j)
+			if a.needsCount() {
+				fmt.Fprintf(&b, ", count(_v%d)", j)
+			}
+			if a.needsSq() {
+				fmt.Fprintf(&b, ", coalesce(sum(_w%d), 0)", j)
+			}
+		}
+	}
+	fmt.Fprintf(&b, " FROM (%s)", in.String())
+	if len(kk) > 0 {
+		b.WriteString(" GROUP BY " + strings.Join(kk, ", "))
+	}
+	return b.String()
+}
