@@ -8,19 +8,22 @@ import (
 // pmf is one direction of a PLD: a non-negative measure on the loss grid
 // {k h}, plus mass at +infinity.
 //
-// Invariant (the "upper measure" property). Let L be the privacy loss of the
-// dominating pair this pmf stands for, under the pair's first distribution.
-// For every bounded non-decreasing f >= 0 on [-inf, +inf],
+// Invariant (the "upper curve" property). Let delta be the hockey-stick curve
+// of the pair this pmf's direction stands for (a mechanism or a composition).
+// For every real eps, with f_eps(x) = (1 - e^(eps-x))_+ and f_eps(+inf) = 1,
 //
-//	E f(L) <= sum_k p[k] f((lo+k) h) + (inf + err) f(+inf).
+//	delta(eps) <= sum_k p[k] f_eps((lo+k) h) + inf + err.
 //
-// delta(eps) = E (1 - e^(eps-L))_+ is such an f, so every delta read off the
-// pmf is an upper bound. The property survives convolution (compose
-// independent losses), moving mass to a larger loss (rounding up, truncating
-// the upper tail to +inf, merging the lower tail into the lowest kept bin),
-// adding mass, and replacing negative round-off values by 0; err holds a bound
-// on the l1 norm of the floating-point error committed so far, which the
-// property charges at +infinity (f(+inf) = sup f).
+// It does not hold for every non-decreasing f: connect-the-dots puts mass on
+// both sides of the true loss. It survives convolution (for a non-negative
+// measure C, the curve of A*C at eps is the integral of A's curve at eps - y
+// against C, so it needs the property at every real eps, which
+// connect-the-dots gives by convexity of delta in e^eps), moving mass to a
+// larger loss (f_eps is non-decreasing: rounding up, truncating the upper tail
+// to +inf, merging the lower tail into the lowest kept bin), adding mass and
+// replacing negative round-off values by 0 (f_eps >= 0); err holds a bound on
+// the l1 norm of the floating-point error committed so far, charged at
+// +infinity (f_eps <= 1). See the package documentation.
 type pmf struct {
 	lo  int       // grid index of p[0]
 	p   []float64 // p[k] is the mass at loss (lo+k) h
