@@ -2,11 +2,11 @@ package accountant
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/dpsql/dpsql/accountant/pld"
@@ -67,11 +67,59 @@ func CalibrateSubsampledSigma(q float64, steps int, epsilon, delta float64) (flo
 }
 
 // rigComposition is a composed scope: the exactly-Gaussian part as sum mu_i^2,
-// and the rest as a PLD (nil if there is none).
+// and the rest as groups of identical entries (kind and parameters), each
+// with its total number of steps. legacy holds the composed PLD of a cache
+// written before groups were kept (format 1); such a cache has no groups.
 type rigComposition struct {
-	count int64
-	muSq  float64
-	pld   *pld.PLD
+	count  int64
+	muSq   float64
+	groups []rigGroup
+	legacy *pld.PLD
+}
+
+// rigGroup is a set of identical non-Gaussian entries: its PLD is the
+// single-step PLD self-composed steps times (one FFT, whose round-off does
+// not grow with steps, see pld.SelfCompose).
+type rigGroup struct {
+	kind          string
+	q, sigma, eps float64
+	steps         int64
+}
+
+func (g rigGroup) less(o rigGroup) bool {
+	if g.kind != o.kind {
+		return g.kind < o.kind
+	}
+	if g.q != o.q {
+		return g.q < o.q
+	}
+	if g.sigma != o.sigma {
+		return g.sigma < o.sigma
+	}
+	return g.eps < o.eps
+}
+
+// rigMaxSteps bounds a group's total steps, far beyond any budget.
+const rigMaxSteps = 1 << 40
+
+// add records one validated entry.
+func (c *rigComposition) add(m Mechanism) error {
+	c.count++
+	if m.IsGaussian() {
+		c.addGaussian(m.GDPMu())
+		return nil
+	}
+	g := rigGroup{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon, steps: int64(m.steps())}
+	i := sort.Search(len(c.groups), func(i int) bool { return !c.groups[i].less(g) })
+	if i < len(c.groups) && !g.less(c.groups[i]) {
+		c.groups[i].steps += g.steps
+	} else {
+		c.groups = slices.Insert(c.groups, i, g)
+	}
+	if c.groups[i].steps > rigMaxSteps {
+		return fmt.Errorf("%s: more than %d steps of one kind in a scope", m.Kind, int64(rigMaxSteps))
+	}
+	return nil
 }
 
 func (c *rigComposition) addGaussian(mu float64) {
@@ -81,19 +129,96 @@ func (c *rigComposition) addGaussian(mu float64) {
 
 const rigULP = 1.0 / (1 << 53)
 
+// nonGaussian returns the PLD of the non-Gaussian part (nil if there is none):
+// each group self-composed, then the groups convolved in a fixed order. The
+// number of lossy operations is the number of distinct groups, however many
+// entries were charged.
+func (c *rigComposition) nonGaussian() (*pld.PLD, error) {
+	if c.legacy != nil {
+		return c.legacy, nil
+	}
+	var out *pld.PLD
+	for _, g := range c.groups {
+		p, err := rigMechanismPLD(Mechanism{Kind: g.kind, Q: g.q, Sigma: g.sigma, Epsilon: g.eps, Steps: int(g.steps)})
+		if err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = p
+		} else if out, err = out.Compose(p); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // full returns the PLD of the whole composition (nil if it is exactly
-// Gaussian) and the merged mu.
+// Gaussian) and the merged mu. Results are memoised by content, so that a
+// budget check that reads the same composition twice computes it once.
 func (c *rigComposition) full() (*pld.PLD, float64, error) {
 	mu := math.Sqrt(c.muSq) * (1 + 2*rigULP)
-	if c.pld == nil || mu == 0 {
-		return c.pld, mu, nil
+	if c.legacy == nil && len(c.groups) == 0 {
+		return nil, mu, nil
+	}
+	key := ""
+	if c.legacy == nil {
+		key = c.contentKey()
+		if p := rigFull.get(key); p != nil {
+			return p, mu, nil
+		}
+	}
+	p, err := c.nonGaussian()
+	if err != nil || mu == 0 {
+		return p, mu, err
 	}
 	g, err := rigGaussianPLD(mu)
 	if err != nil {
 		return nil, 0, err
 	}
-	p, err := c.pld.Compose(g)
-	return p, mu, err
+	if p, err = p.Compose(g); err != nil {
+		return nil, 0, err
+	}
+	if key != "" {
+		rigFull.put(key, p)
+	}
+	return p, mu, nil
+}
+
+// contentKey identifies the composition's value (not its entry count).
+func (c *rigComposition) contentKey() string {
+	b := binary.LittleEndian.AppendUint64(nil, math.Float64bits(c.muSq))
+	return string(appendGroups(b, c.groups))
+}
+
+// rigFullMemo keeps the last few composed PLDs by content.
+type rigFullMemo struct {
+	mu    sync.Mutex
+	m     map[string]*pld.PLD
+	order []string
+}
+
+const rigFullMemoSize = 8
+
+var rigFull = &rigFullMemo{m: map[string]*pld.PLD{}}
+
+func (f *rigFullMemo) get(k string) *pld.PLD {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.m[k]
+}
+
+func (f *rigFullMemo) put(k string, p *pld.PLD) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.m[k]; ok {
+		return
+	}
+	f.m[k] = p
+	f.order = append(f.order, k)
+	if len(f.order) > rigFullMemoSize {
+		delete(f.m, f.order[0])
+		f.order = f.order[1:]
+	}
 }
 
 func (c *rigComposition) delta(eps float64) (float64, error) {
@@ -125,27 +250,27 @@ func (c *rigComposition) epsilon(delta float64) (float64, error) {
 }
 
 // rigMechanismPLD returns the PLD of a non-Gaussian entry (all its steps),
-// from the memo when the same entry was seen recently.
+// from the memo when the same entry was seen recently; the single-step PLD
+// is memoised too, so a group that grows by a few steps costs one FFT.
 func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
 	k := rigMemoKey{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon, steps: int(m.steps())}
 	return rigMemo.get(k, func() (*pld.PLD, error) {
-		var p *pld.PLD
-		var err error
-		switch m.Kind {
-		case KindLaplace:
-			p, err = rigorousConfig.Laplace(k.eps, 1)
-		case KindSubsampledGaussian:
-			p, err = rigorousConfig.SubsampledGaussian(m.Q, m.Sigma)
-		default:
-			return nil, fmt.Errorf("%s: no PLD for this kind", m.Kind)
+		one := k
+		one.steps = 1
+		p, err := rigMemo.get(one, func() (*pld.PLD, error) {
+			switch m.Kind {
+			case KindLaplace:
+				return rigorousConfig.Laplace(k.eps, 1)
+			case KindSubsampledGaussian:
+				return rigorousConfig.SubsampledGaussian(m.Q, m.Sigma)
+			default:
+				return nil, fmt.Errorf("%s: no PLD for this kind", m.Kind)
+			}
+		})
+		if err != nil || k.steps == 1 {
+			return p, err
 		}
-		if err != nil {
-			return nil, err
-		}
-		if k.steps > 1 {
-			return p.SelfCompose(k.steps)
-		}
-		return p, nil
+		return p.SelfCompose(k.steps)
 	})
 }
 
@@ -208,55 +333,16 @@ func (c *rigPLDMemo) get(k rigMemoKey, build func() (*pld.PLD, error)) (*pld.PLD
 	return p, nil
 }
 
-// rigComposeAll validates ms, merges the Gaussian entries, groups identical
-// non-Gaussian entries (summing their steps) and composes the groups.
+// rigComposeAll validates ms, merges the Gaussian entries and groups
+// identical non-Gaussian entries (summing their steps).
 func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 	c := &rigComposition{}
-	type key struct {
-		kind     string
-		q, sigma float64
-		eps      float64
-	}
-	groups := map[key]int{}
 	for i, m := range ms {
 		if err := m.Validate(); err != nil {
 			return nil, fmt.Errorf("entry %d: %w", i, err)
 		}
-		c.count++
-		if m.IsGaussian() {
-			c.addGaussian(m.GDPMu())
-			continue
-		}
-		k := key{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon}
-		groups[k] += int(m.steps())
-	}
-	keys := make([]key, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { // deterministic order
-		a, b := keys[i], keys[j]
-		if a.kind != b.kind {
-			return a.kind < b.kind
-		}
-		if a.q != b.q {
-			return a.q < b.q
-		}
-		if a.sigma != b.sigma {
-			return a.sigma < b.sigma
-		}
-		return a.eps < b.eps
-	})
-	for _, k := range keys {
-		m := Mechanism{Kind: k.kind, Q: k.q, Sigma: k.sigma, Epsilon: k.eps, Steps: groups[k]}
-		p, err := rigMechanismPLD(m)
-		if err != nil {
-			return nil, err
-		}
-		if c.pld == nil {
-			c.pld = p
-		} else if c.pld, err = c.pld.Compose(p); err != nil {
-			return nil, err
+		if err := c.add(m); err != nil {
+			return nil, fmt.Errorf("entry %d: %w", i, err)
 		}
 	}
 	return c, nil
@@ -265,27 +351,32 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 // ---- cached compositions ----
 //
 // A ledger scope can keep its composition in the database and extend it one
-// entry at a time instead of re-accounting its whole history:
+// entry at a time instead of re-reading its whole history:
 //
 //	cache, err := accountant.ComposeInto(cache, m) // cache == nil: empty scope
 //	eps, err := accountant.CachedEpsilon(cache, delta)
 //
-// The cache is a BLOB: the magic "dpRC\x01", the entry count (uint64), the
-// rounded-up sum of squared mu of exactly-Gaussian entries not yet folded
-// into the PLD (float64), a flag byte, and, if the flag is 1, a PLD
-// (pld.PLD.MarshalBinary). Everything is little-endian.
+// The cache is a BLOB: the magic "dpRC\x02", the entry count (uint64), the
+// rounded-up sum of squared mu of the exactly-Gaussian entries (float64), the
+// flag byte 2, the number of groups (uint32) and per group its kind (a length
+// byte and the name), q, sigma and epsilon (float64) and its total steps
+// (uint64), groups in ascending order. Everything is little-endian.
 //
-// While a scope holds only Gaussian and external entries, the cache keeps
-// their sum of mu^2 and every figure is the exact GDP conversion. The first
-// other entry starts the PLD; the merged Gaussian is then convolved into it,
-// and so is every later Gaussian entry as it comes, so that reading epsilon
-// or delta from a cache is one sweep over the PLD, never a convolution. Each
-// extension is one convolution (PLDs of repeated entries are memoised). The
-// figures are upper bounds like those of RigorousDelta/RigorousEpsilon on
-// the same entries, and agree with them to the discretisation error
-// (composition order and the Gaussian merge differ).
+// A cache holds what RigorousEpsilon groups from the entry list, never a
+// computed distribution: extending it is bookkeeping, and the figures read
+// from it are exactly those of RigorousDelta/RigorousEpsilon on the same
+// entries. That keeps the round-off bound from growing with every charge:
+// the PLD is recomputed from the groups (one self-composition per group, one
+// convolution per further group and one for the merged Gaussian), each
+// group's PLD and the last few results memoised. Format 1 caches (magic
+// "dpRC\x01", a composed PLD) are still read and extended as they were, with
+// a round-off bound that grows by one convolution per entry; rebuilding them
+// from the ledger's entries gives a format 2 cache.
 
-const rigCacheMagic = "dpRC\x01"
+const (
+	rigCacheMagic   = "dpRC\x02"
+	rigCacheMagicV1 = "dpRC\x01"
+)
 
 // ComposeInto returns the cache of the composition of cached (nil or empty:
 // nothing yet) with m.
@@ -297,33 +388,32 @@ func ComposeInto(cached []byte, m Mechanism) ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
+	if c.legacy == nil {
+		if err := c.add(m); err != nil {
+			return nil, err
+		}
+		return c.encode()
+	}
+	// A format 1 cache: extend its PLD as before.
 	c.count++
 	var p *pld.PLD
-	switch {
-	case m.IsGaussian() && c.pld == nil:
-		c.addGaussian(m.GDPMu()) // still exactly Gaussian: stay exact
-		return c.encode()
-	case m.IsGaussian():
+	if m.IsGaussian() {
 		p, err = rigGaussianPLD(m.GDPMu())
-	default:
+	} else {
 		p, err = rigMechanismPLD(m)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if c.pld == nil {
-		c.pld = p
-	} else if c.pld, err = c.pld.Compose(p); err != nil {
+	if c.legacy, err = c.legacy.Compose(p); err != nil {
 		return nil, err
 	}
-	// Fold the Gaussian part into the PLD, so that a query needs no
-	// convolution.
 	if c.muSq > 0 {
 		full, _, err := c.full()
 		if err != nil {
 			return nil, err
 		}
-		c.pld, c.muSq = full, 0
+		c.legacy, c.muSq = full, 0
 	}
 	return c.encode()
 }
@@ -362,19 +452,37 @@ func CachedCount(cached []byte) (int64, error) {
 }
 
 func (c *rigComposition) encode() ([]byte, error) {
-	b := make([]byte, 0, len(rigCacheMagic)+17)
-	b = append(b, rigCacheMagic...)
+	magic := rigCacheMagic
+	if c.legacy != nil {
+		magic = rigCacheMagicV1
+	}
+	b := make([]byte, 0, len(magic)+21+40*len(c.groups))
+	b = append(b, magic...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(c.count))
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.muSq))
-	if c.pld == nil {
-		return append(b, 0), nil
+	if c.legacy != nil {
+		p, err := c.legacy.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, 1)
+		return append(b, p...), nil
 	}
-	p, err := c.pld.MarshalBinary()
-	if err != nil {
-		return nil, err
+	b = append(b, 2)
+	return appendGroups(b, c.groups), nil
+}
+
+func appendGroups(b []byte, gs []rigGroup) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(gs)))
+	for _, g := range gs {
+		b = append(b, byte(len(g.kind)))
+		b = append(b, g.kind...)
+		for _, v := range []float64{g.q, g.sigma, g.eps} {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+		b = binary.LittleEndian.AppendUint64(b, uint64(g.steps))
 	}
-	b = append(b, 1)
-	return append(b, p...), nil
+	return b
 }
 
 func decodeRigCache(data []byte) (*rigComposition, error) {
@@ -382,8 +490,13 @@ func decodeRigCache(data []byte) (*rigComposition, error) {
 	if len(data) == 0 {
 		return c, nil
 	}
-	if len(data) < len(rigCacheMagic)+17 || string(data[:len(rigCacheMagic)]) != rigCacheMagic {
-		return nil, errors.New("invalid rigorous accounting cache: bad header")
+	bad := func(what string) error { return fmt.Errorf("invalid rigorous accounting cache: %s", what) }
+	if len(data) < len(rigCacheMagic)+17 {
+		return nil, bad("bad header")
+	}
+	v1 := string(data[:len(rigCacheMagicV1)]) == rigCacheMagicV1
+	if !v1 && string(data[:len(rigCacheMagic)]) != rigCacheMagic {
+		return nil, bad("bad header")
 	}
 	r := data[len(rigCacheMagic):]
 	c.count = int64(binary.LittleEndian.Uint64(r))
@@ -391,20 +504,56 @@ func decodeRigCache(data []byte) (*rigComposition, error) {
 	flag := r[16]
 	r = r[17:]
 	if c.count < 0 || !(c.muSq >= 0) || math.IsInf(c.muSq, 1) {
-		return nil, errors.New("invalid rigorous accounting cache: bad counters")
+		return nil, bad("bad counters")
 	}
-	switch flag {
-	case 0:
+	switch {
+	case v1 && flag == 0:
 		if len(r) != 0 {
-			return nil, errors.New("invalid rigorous accounting cache: trailing bytes")
+			return nil, bad("trailing bytes")
 		}
-	case 1:
-		c.pld = new(pld.PLD)
-		if err := c.pld.UnmarshalBinary(r); err != nil {
+	case v1 && flag == 1:
+		c.legacy = new(pld.PLD)
+		if err := c.legacy.UnmarshalBinary(r); err != nil {
 			return nil, fmt.Errorf("invalid rigorous accounting cache: %w", err)
 		}
+	case !v1 && flag == 2:
+		if len(r) < 4 {
+			return nil, bad("truncated")
+		}
+		n := binary.LittleEndian.Uint32(r)
+		r = r[4:]
+		if uint64(n) > uint64(len(r))/33 {
+			return nil, bad("group count")
+		}
+		for range n {
+			if len(r) < 1 || len(r) < 1+int(r[0])+32 {
+				return nil, bad("truncated")
+			}
+			g := rigGroup{kind: string(r[1 : 1+r[0]])}
+			r = r[1+r[0]:]
+			g.q = math.Float64frombits(binary.LittleEndian.Uint64(r))
+			g.sigma = math.Float64frombits(binary.LittleEndian.Uint64(r[8:]))
+			g.eps = math.Float64frombits(binary.LittleEndian.Uint64(r[16:]))
+			steps := binary.LittleEndian.Uint64(r[24:])
+			r = r[32:]
+			if steps < 1 || steps > rigMaxSteps {
+				return nil, bad("steps out of range")
+			}
+			g.steps = int64(steps)
+			m := Mechanism{Kind: g.kind, Q: g.q, Sigma: g.sigma, Epsilon: g.eps, Steps: int(g.steps)}
+			if m.IsGaussian() || m.Validate() != nil {
+				return nil, bad("invalid group " + strconv.Quote(g.kind))
+			}
+			if k := len(c.groups); k > 0 && !c.groups[k-1].less(g) {
+				return nil, bad("groups out of order")
+			}
+			c.groups = append(c.groups, g)
+		}
+		if len(r) != 0 {
+			return nil, bad("trailing bytes")
+		}
 	default:
-		return nil, errors.New("invalid rigorous accounting cache: bad flag")
+		return nil, bad("bad flag")
 	}
 	return c, nil
 }
