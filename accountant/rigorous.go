@@ -130,15 +130,26 @@ func (c *rigComposition) addGaussian(mu float64) {
 const rigULP = 1.0 / (1 << 53)
 
 // nonGaussian returns the PLD of the non-Gaussian part (nil if there is none):
-// each group self-composed, then the groups convolved in a fixed order. The
-// number of lossy operations is the number of distinct groups, however many
-// entries were charged.
+// each group self-composed, then the groups convolved in their sorted order.
+// The number of lossy operations is the number of distinct groups, however
+// many entries were charged. The composition of every prefix of the groups
+// is memoised, so a charge that changes the last groups (or only the
+// Gaussian part) recomputes only what follows the change.
 func (c *rigComposition) nonGaussian() (*pld.PLD, error) {
 	if c.legacy != nil {
 		return c.legacy, nil
 	}
+	prefix := func(i int) string { return "prefix:" + string(appendGroups(nil, c.groups[:i+1])) }
 	var out *pld.PLD
-	for _, g := range c.groups {
+	start := 0
+	for i := len(c.groups) - 1; i >= 0; i-- {
+		if p := rigFull.get(prefix(i)); p != nil {
+			out, start = p, i+1
+			break
+		}
+	}
+	for i := start; i < len(c.groups); i++ {
+		g := c.groups[i]
 		p, err := rigMechanismPLD(Mechanism{Kind: g.kind, Q: g.q, Sigma: g.sigma, Epsilon: g.eps, Steps: int(g.steps)})
 		if err != nil {
 			return nil, err
@@ -148,40 +159,114 @@ func (c *rigComposition) nonGaussian() (*pld.PLD, error) {
 		} else if out, err = out.Compose(p); err != nil {
 			return nil, err
 		}
+		rigFull.put(prefix(i), out)
 	}
 	return out, nil
 }
 
 // full returns the PLD of the whole composition (nil if it is exactly
-// Gaussian) and the merged mu. Results are memoised by content, so that a
-// budget check that reads the same composition twice computes it once.
-func (c *rigComposition) full() (*pld.PLD, float64, error) {
+// Gaussian) and the merged mu, with a round-off bound at most roundCap
+// unless the grouped computation itself exceeds it. Results are memoised by
+// content. When ComposeInto recorded this composition as a memoised one plus
+// one entry, full extends that PLD by one convolution, as long as the
+// round-off bound stays within roundCap; otherwise (and for every entry list)
+// it composes the groups afresh, whose bound does not grow with the number of
+// entries. Both are upper bounds on the same composition.
+func (c *rigComposition) full(roundCap float64) (*pld.PLD, float64, error) {
 	mu := math.Sqrt(c.muSq) * (1 + 2*rigULP)
 	if c.legacy == nil && len(c.groups) == 0 {
 		return nil, mu, nil
 	}
-	key := ""
-	if c.legacy == nil {
-		key = c.contentKey()
-		if p := rigFull.get(key); p != nil {
-			return p, mu, nil
+	if c.legacy != nil {
+		return c.composeGaussian(c.legacy, mu)
+	}
+	key := c.contentKey()
+	if p := rigFull.get(key); p != nil && p.RoundoffBound() <= roundCap {
+		return p, mu, nil
+	}
+	if st, ok := rigSteps.get(key); ok {
+		// Extend only when the predecessor leaves room for a convolution.
+		if prev := rigFull.get(st.prev); prev != nil && prev.RoundoffBound() <= roundCap/2 {
+			var e *pld.PLD
+			var err error
+			if st.m.IsGaussian() {
+				e, err = rigGaussianPLD(st.m.GDPMu())
+			} else {
+				e, err = rigMechanismPLD(st.m)
+			}
+			if err != nil {
+				return nil, 0, err
+			}
+			p, err := prev.Compose(e)
+			if err != nil {
+				return nil, 0, err
+			}
+			if p.RoundoffBound() <= roundCap {
+				rigFull.put(key, p)
+				return p, mu, nil
+			}
 		}
 	}
 	p, err := c.nonGaussian()
-	if err != nil || mu == 0 {
-		return p, mu, err
+	if err != nil {
+		return nil, 0, err
+	}
+	if p, _, err = c.composeGaussian(p, mu); err != nil {
+		return nil, 0, err
+	}
+	rigFull.put(key, p)
+	return p, mu, nil
+}
+
+func (c *rigComposition) composeGaussian(p *pld.PLD, mu float64) (*pld.PLD, float64, error) {
+	if mu == 0 {
+		return p, mu, nil
 	}
 	g, err := rigGaussianPLD(mu)
 	if err != nil {
 		return nil, 0, err
 	}
-	if p, err = p.Compose(g); err != nil {
-		return nil, 0, err
+	p, err = p.Compose(g)
+	return p, mu, err
+}
+
+// Round-off allowed in a composition extended one entry at a time: a
+// thousandth of the delta asked for (epsilon queries), or rigDeltaRoundCap
+// (delta queries). The accountant refuses at a tenth.
+const (
+	rigRoundCapOfDelta = 1e-3
+	rigDeltaRoundCap   = 1e-11
+)
+
+// rigStep records that a composition (by content) is another plus one entry.
+type rigStep struct {
+	prev string
+	m    Mechanism
+}
+
+type rigStepMemo struct {
+	mu sync.Mutex
+	m  map[string]rigStep
+}
+
+const rigStepMemoSize = 4096
+
+var rigSteps = &rigStepMemo{m: map[string]rigStep{}}
+
+func (s *rigStepMemo) get(k string) (rigStep, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.m[k]
+	return st, ok
+}
+
+func (s *rigStepMemo) put(k string, st rigStep) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.m) >= rigStepMemoSize {
+		clear(s.m)
 	}
-	if key != "" {
-		rigFull.put(key, p)
-	}
-	return p, mu, nil
+	s.m[k] = st
 }
 
 // contentKey identifies the composition's value (not its entry count).
@@ -190,14 +275,16 @@ func (c *rigComposition) contentKey() string {
 	return string(appendGroups(b, c.groups))
 }
 
-// rigFullMemo keeps the last few composed PLDs by content.
+// rigFullMemo keeps the most recent composed PLDs (whole compositions and
+// prefixes of their groups) by content, up to a total bin count.
 type rigFullMemo struct {
 	mu    sync.Mutex
 	m     map[string]*pld.PLD
 	order []string
+	bins  int
 }
 
-const rigFullMemoSize = 8
+const rigFullMaxBins = 1 << 22 // 32 MiB of float64
 
 var rigFull = &rigFullMemo{m: map[string]*pld.PLD{}}
 
@@ -210,19 +297,22 @@ func (f *rigFullMemo) get(k string) *pld.PLD {
 func (f *rigFullMemo) put(k string, p *pld.PLD) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.m[k]; ok {
+	if _, ok := f.m[k]; ok || p.Bins() > rigFullMaxBins/4 {
 		return
 	}
 	f.m[k] = p
 	f.order = append(f.order, k)
-	if len(f.order) > rigFullMemoSize {
-		delete(f.m, f.order[0])
+	f.bins += p.Bins()
+	for f.bins > rigFullMaxBins && len(f.order) > 1 {
+		old := f.order[0]
 		f.order = f.order[1:]
+		f.bins -= f.m[old].Bins()
+		delete(f.m, old)
 	}
 }
 
 func (c *rigComposition) delta(eps float64) (float64, error) {
-	p, mu, err := c.full()
+	p, mu, err := c.full(rigDeltaRoundCap)
 	if err != nil {
 		return 0, err
 	}
@@ -236,7 +326,7 @@ func (c *rigComposition) delta(eps float64) (float64, error) {
 }
 
 func (c *rigComposition) epsilon(delta float64) (float64, error) {
-	p, mu, err := c.full()
+	p, mu, err := c.full(rigRoundCapOfDelta * delta)
 	if err != nil {
 		return 0, err
 	}
@@ -363,15 +453,18 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 // (uint64), groups in ascending order. Everything is little-endian.
 //
 // A cache holds what RigorousEpsilon groups from the entry list, never a
-// computed distribution: extending it is bookkeeping, and the figures read
-// from it are exactly those of RigorousDelta/RigorousEpsilon on the same
-// entries. That keeps the round-off bound from growing with every charge:
-// the PLD is recomputed from the groups (one self-composition per group, one
-// convolution per further group and one for the merged Gaussian), each
-// group's PLD and the last few results memoised. Format 1 caches (magic
-// "dpRC\x01", a composed PLD) are still read and extended as they were, with
-// a round-off bound that grows by one convolution per entry; rebuilding them
-// from the ledger's entries gives a format 2 cache.
+// computed distribution: extending it is bookkeeping. The figures read from
+// it come from the groups (one self-composition per group, one convolution
+// per further group and one for the merged Gaussian), whose round-off bound
+// does not grow with the number of charges, or, when this process computed
+// the previous composition, from that plus one convolution while the
+// round-off bound stays below a thousandth of the delta asked for (see
+// full). Either is an upper bound; they agree to the discretisation error.
+// Group PLDs, group prefixes and the last compositions are memoised in
+// memory. Format 1 caches (magic "dpRC\x01", a composed PLD) are still read
+// and extended as they were, with a round-off bound that grows by one
+// convolution per entry; rebuilding them from the ledger's entries gives a
+// format 2 cache.
 
 const (
 	rigCacheMagic   = "dpRC\x02"
@@ -389,8 +482,15 @@ func ComposeInto(cached []byte, m Mechanism) ([]byte, error) {
 		return nil, err
 	}
 	if c.legacy == nil {
+		var prev string
+		if len(c.groups) > 0 {
+			prev = c.contentKey()
+		}
 		if err := c.add(m); err != nil {
 			return nil, err
+		}
+		if prev != "" {
+			rigSteps.put(c.contentKey(), rigStep{prev: prev, m: m})
 		}
 		return c.encode()
 	}
@@ -409,7 +509,7 @@ func ComposeInto(cached []byte, m Mechanism) ([]byte, error) {
 		return nil, err
 	}
 	if c.muSq > 0 {
-		full, _, err := c.full()
+		full, _, err := c.composeGaussian(c.legacy, math.Sqrt(c.muSq)*(1+2*rigULP))
 		if err != nil {
 			return nil, err
 		}

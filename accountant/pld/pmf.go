@@ -561,7 +561,7 @@ func newSpectral(p []float64) *spectral {
 // when |z| > 1/2 (then the FFT's value is used).
 func (sp *spectral) power(k, N, t int) (complex128, float64, bool) {
 	const u = unitRoundoff
-	if !(sp.massHi > 0) {
+	if !(sp.massHi > 0) || N >= 1<<31 { // N < 2^31 keeps c t k mod N in uint64
 		return 0, 0, false
 	}
 	theta := 2 * math.Pi * float64(k) / float64(N)
