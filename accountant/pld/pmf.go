@@ -423,8 +423,10 @@ func power(r, a *pmf, t int, h, tau float64, maxBins int) (*pmf, *pmf, error) {
 	}
 	powered := func(sp *spectral, p complex128, k int) (complex128, float64) {
 		x := cpow(p, t)
-		d := e0*tf*math.Pow(cAbs(p)+e0, tf-1) + cp*cAbs(x)
-		if d > crit && budget >= len(sp.p) {
+		ak := tf * math.Pow(cAbs(p)+e0, tf-1)
+		d := e0*ak + cp*cAbs(x)
+		// Only where powering amplifies the error substantially.
+		if d > crit && ak > 8 && budget >= len(sp.p) {
 			budget -= len(sp.p)
 			if xa, da, ok := sp.power(k, N, t); ok && da < d {
 				return xa, da
