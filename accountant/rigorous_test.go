@@ -372,8 +372,13 @@ func TestRigorousConcurrent(t *testing.T) {
 func FuzzComposeIntoCache(f *testing.F) {
 	c1, _ := ComposeInto(nil, Mechanism{Kind: KindGaussian, Mu: 1})
 	c2, _ := ComposeInto(c1, Mechanism{Kind: KindLaplace, Epsilon: 2})
+	c3, _ := ComposeInto(c2, Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 3})
+	p, _ := rigMechanismPLD(Mechanism{Kind: KindLaplace, Epsilon: 2})
+	legacy, _ := (&rigComposition{count: 1, legacy: p}).encode()
 	f.Add(c1)
 	f.Add(c2)
+	f.Add(c3)
+	f.Add(legacy)
 	f.Add([]byte(rigCacheMagic))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if _, err := CachedDelta(data, 1); err != nil {
