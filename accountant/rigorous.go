@@ -2,11 +2,12 @@ package accountant
 
 import (
 	"encoding/binary"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/dpsql/dpsql/accountant/pld"
@@ -26,6 +27,7 @@ import (
 //     times.
 //   - composite: each part as if it were its own entry (one ledger row, one
 //     count).
+//   - gaussian_inf: a mu-GDP Gaussian plus Delta mass at +infinity.
 //   - subsampled_gaussian: Poisson rate Q, noise multiplier Sigma, Steps
 //     steps, both directions kept. Replace-one is refused: a replace-one
 //     neighbour under Poisson sampling is not two composed add/remove steps
@@ -69,11 +71,76 @@ func CalibrateSubsampledSigma(q float64, steps int, epsilon, delta float64) (flo
 }
 
 // rigComposition is a composed scope: the exactly-Gaussian part as sum mu_i^2,
-// and the rest as a PLD (nil if there is none).
+// and the rest as groups of identical entries (kind and parameters), each
+// with its total number of steps. legacy holds the composed PLD of a cache
+// written before groups were kept (format 1); such a cache has no groups.
 type rigComposition struct {
-	count int64
-	muSq  float64
-	pld   *pld.PLD
+	count  int64
+	muSq   float64
+	groups []rigGroup
+	legacy *pld.PLD
+}
+
+// rigGroup is a set of identical non-Gaussian entries: its PLD is the
+// single-step PLD self-composed steps times (one FFT, whose round-off does
+// not grow with steps, see pld.SelfCompose). Entries are identical when
+// their single-step descriptions have the same canonical JSON (key), so
+// every kind and field, present or future, takes part in the grouping.
+type rigGroup struct {
+	key   string    // canonical JSON of m
+	m     Mechanism // one step (Steps 0)
+	steps int64
+}
+
+func (g rigGroup) less(o rigGroup) bool { return g.key < o.key }
+
+// newRigGroup returns the group of one non-Gaussian, non-composite entry.
+func newRigGroup(m Mechanism) rigGroup {
+	one := m
+	one.Steps = 1
+	b, _ := json.Marshal(one)
+	return rigGroup{key: string(b), m: one, steps: int64(m.steps())}
+}
+
+// mechanism returns the group's mechanism composed steps times.
+func (g rigGroup) mechanism() Mechanism {
+	m := g.m
+	m.Steps = int(g.steps)
+	return m
+}
+
+// components returns the mechanisms an entry composes: a composite's parts,
+// or the entry itself.
+func (m Mechanism) components() []Mechanism {
+	if m.Kind == KindComposite {
+		return m.Parts
+	}
+	return []Mechanism{m}
+}
+
+// rigMaxSteps bounds a group's total steps, far beyond any budget.
+const rigMaxSteps = 1 << 40
+
+// add records one validated entry (a composite's parts each in turn).
+func (c *rigComposition) add(e Mechanism) error {
+	c.count++
+	for _, m := range e.components() {
+		if m.IsGaussian() {
+			c.addGaussian(m.GDPMu())
+			continue
+		}
+		g := newRigGroup(m)
+		i := sort.Search(len(c.groups), func(i int) bool { return !c.groups[i].less(g) })
+		if i < len(c.groups) && !g.less(c.groups[i]) {
+			c.groups[i].steps += g.steps
+		} else {
+			c.groups = slices.Insert(c.groups, i, g)
+		}
+		if c.groups[i].steps > rigMaxSteps {
+			return fmt.Errorf("%s: more than %d steps of one kind in a scope", m.Kind, int64(rigMaxSteps))
+		}
+	}
+	return nil
 }
 
 func (c *rigComposition) addGaussian(mu float64) {
@@ -83,23 +150,190 @@ func (c *rigComposition) addGaussian(mu float64) {
 
 const rigULP = 1.0 / (1 << 53)
 
+// nonGaussian returns the PLD of the non-Gaussian part (nil if there is none):
+// each group self-composed, then the groups convolved in their sorted order.
+// The number of lossy operations is the number of distinct groups, however
+// many entries were charged. The composition of every prefix of the groups
+// is memoised, so a charge that changes the last groups (or only the
+// Gaussian part) recomputes only what follows the change.
+func (c *rigComposition) nonGaussian() (*pld.PLD, error) {
+	if c.legacy != nil {
+		return c.legacy, nil
+	}
+	prefix := func(i int) string { return "prefix:" + string(appendGroups(nil, c.groups[:i+1])) }
+	var out *pld.PLD
+	start := 0
+	for i := len(c.groups) - 1; i >= 0; i-- {
+		if p := rigFull.get(prefix(i)); p != nil {
+			out, start = p, i+1
+			break
+		}
+	}
+	for i := start; i < len(c.groups); i++ {
+		g := c.groups[i]
+		p, err := rigMechanismPLD(g.mechanism())
+		if err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = p
+		} else if out, err = out.Compose(p); err != nil {
+			return nil, err
+		}
+		rigFull.put(prefix(i), out)
+	}
+	return out, nil
+}
+
 // full returns the PLD of the whole composition (nil if it is exactly
-// Gaussian) and the merged mu.
-func (c *rigComposition) full() (*pld.PLD, float64, error) {
+// Gaussian) and the merged mu, with a round-off bound at most roundCap
+// unless the grouped computation itself exceeds it. Results are memoised by
+// content. When ComposeInto recorded this composition as a memoised one plus
+// one entry, full extends that PLD by one convolution, as long as the
+// round-off bound stays within roundCap; otherwise (and for every entry list)
+// it composes the groups afresh, whose bound does not grow with the number of
+// entries. Both are upper bounds on the same composition.
+func (c *rigComposition) full(roundCap float64) (*pld.PLD, float64, error) {
 	mu := math.Sqrt(c.muSq) * (1 + 2*rigULP)
-	if c.pld == nil || mu == 0 {
-		return c.pld, mu, nil
+	if c.legacy == nil && len(c.groups) == 0 {
+		return nil, mu, nil
+	}
+	if c.legacy != nil {
+		return c.composeGaussian(c.legacy, mu)
+	}
+	key := c.contentKey()
+	if p := rigFull.get(key); p != nil && p.RoundoffBound() <= roundCap {
+		return p, mu, nil
+	}
+	if st, ok := rigSteps.get(key); ok {
+		// Extend only when the predecessor leaves room for a convolution.
+		if prev := rigFull.get(st.prev); prev != nil && prev.RoundoffBound() <= roundCap/2 {
+			var e *pld.PLD
+			var err error
+			if st.m.IsGaussian() {
+				e, err = rigGaussianPLD(st.m.GDPMu())
+			} else {
+				e, err = rigMechanismPLD(st.m)
+			}
+			if err != nil {
+				return nil, 0, err
+			}
+			p, err := prev.Compose(e)
+			if err != nil {
+				return nil, 0, err
+			}
+			if p.RoundoffBound() <= roundCap {
+				rigFull.put(key, p)
+				return p, mu, nil
+			}
+		}
+	}
+	p, err := c.nonGaussian()
+	if err != nil {
+		return nil, 0, err
+	}
+	if p, _, err = c.composeGaussian(p, mu); err != nil {
+		return nil, 0, err
+	}
+	rigFull.put(key, p)
+	return p, mu, nil
+}
+
+func (c *rigComposition) composeGaussian(p *pld.PLD, mu float64) (*pld.PLD, float64, error) {
+	if mu == 0 {
+		return p, mu, nil
 	}
 	g, err := rigGaussianPLD(mu)
 	if err != nil {
 		return nil, 0, err
 	}
-	p, err := c.pld.Compose(g)
+	p, err = p.Compose(g)
 	return p, mu, err
 }
 
+// Round-off allowed in a composition extended one entry at a time: a
+// thousandth of the delta asked for (epsilon queries), or rigDeltaRoundCap
+// (delta queries). The accountant refuses at a tenth.
+const (
+	rigRoundCapOfDelta = 1e-3
+	rigDeltaRoundCap   = 1e-11
+)
+
+// rigStep records that a composition (by content) is another plus one entry.
+type rigStep struct {
+	prev string
+	m    Mechanism
+}
+
+type rigStepMemo struct {
+	mu sync.Mutex
+	m  map[string]rigStep
+}
+
+const rigStepMemoSize = 4096
+
+var rigSteps = &rigStepMemo{m: map[string]rigStep{}}
+
+func (s *rigStepMemo) get(k string) (rigStep, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.m[k]
+	return st, ok
+}
+
+func (s *rigStepMemo) put(k string, st rigStep) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.m) >= rigStepMemoSize {
+		clear(s.m)
+	}
+	s.m[k] = st
+}
+
+// contentKey identifies the composition's value (not its entry count).
+func (c *rigComposition) contentKey() string {
+	b := binary.LittleEndian.AppendUint64(nil, math.Float64bits(c.muSq))
+	return string(appendGroups(b, c.groups))
+}
+
+// rigFullMemo keeps the most recent composed PLDs (whole compositions and
+// prefixes of their groups) by content, up to a total bin count.
+type rigFullMemo struct {
+	mu    sync.Mutex
+	m     map[string]*pld.PLD
+	order []string
+	bins  int
+}
+
+const rigFullMaxBins = 1 << 22 // 32 MiB of float64
+
+var rigFull = &rigFullMemo{m: map[string]*pld.PLD{}}
+
+func (f *rigFullMemo) get(k string) *pld.PLD {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.m[k]
+}
+
+func (f *rigFullMemo) put(k string, p *pld.PLD) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.m[k]; ok || p.Bins() > rigFullMaxBins/4 {
+		return
+	}
+	f.m[k] = p
+	f.order = append(f.order, k)
+	f.bins += p.Bins()
+	for f.bins > rigFullMaxBins && len(f.order) > 1 {
+		old := f.order[0]
+		f.order = f.order[1:]
+		f.bins -= f.m[old].Bins()
+		delete(f.m, old)
+	}
+}
+
 func (c *rigComposition) delta(eps float64) (float64, error) {
-	p, mu, err := c.full()
+	p, mu, err := c.full(rigDeltaRoundCap)
 	if err != nil {
 		return 0, err
 	}
@@ -113,7 +347,7 @@ func (c *rigComposition) delta(eps float64) (float64, error) {
 }
 
 func (c *rigComposition) epsilon(delta float64) (float64, error) {
-	p, mu, err := c.full()
+	p, mu, err := c.full(rigRoundCapOfDelta * delta)
 	if err != nil {
 		return 0, err
 	}
@@ -126,59 +360,45 @@ func (c *rigComposition) epsilon(delta float64) (float64, error) {
 	return Epsilon(mu, delta)
 }
 
-// components returns the mechanisms an entry composes: a composite's parts,
-// or the entry itself.
-func (m Mechanism) components() []Mechanism {
-	if m.Kind == KindComposite {
-		return m.Parts
-	}
-	return []Mechanism{m}
-}
-
-// rigMechanismPLD returns the PLD of a non-Gaussian, non-composite entry (all its steps),
-// from the memo when the same entry was seen recently.
+// rigMechanismPLD returns the PLD of a non-Gaussian entry (all its steps),
+// from the memo when the same entry was seen recently; the single-step PLD
+// is memoised too, so a group that grows by a few steps costs one FFT.
 func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
-	k := rigMemoKey{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon, steps: int(m.steps())}
-	if m.Kind == KindGaussianInf {
-		k.mu, k.delta = m.Mu, m.Delta
-	}
+	g := newRigGroup(m)
+	k := rigMemoKey{spec: g.key, steps: int(g.steps)}
 	return rigMemo.get(k, func() (*pld.PLD, error) {
-		var p *pld.PLD
-		var err error
-		switch m.Kind {
-		case KindLaplace:
-			p, err = rigorousConfig.Laplace(k.eps, 1)
-		case KindSubsampledGaussian:
-			p, err = rigorousConfig.SubsampledGaussian(m.Q, m.Sigma)
-		case KindGaussianInf:
-			p, err = rigorousConfig.GaussianMuInf(k.mu, k.delta)
-		default:
-			return nil, fmt.Errorf("%s: no PLD for this kind", m.Kind)
+		one := k
+		one.steps = 1
+		p, err := rigMemo.get(one, func() (*pld.PLD, error) {
+			switch m.Kind {
+			case KindLaplace:
+				return rigorousConfig.Laplace(m.Epsilon, 1)
+			case KindSubsampledGaussian:
+				return rigorousConfig.SubsampledGaussian(m.Q, m.Sigma)
+			case KindGaussianInf:
+				return rigorousConfig.GaussianMuInf(m.Mu, m.Delta)
+			default:
+				return nil, fmt.Errorf("%s: no PLD for this kind", m.Kind)
+			}
+		})
+		if err != nil || k.steps == 1 {
+			return p, err
 		}
-		if err != nil {
-			return nil, err
-		}
-		if k.steps > 1 {
-			return p.SelfCompose(k.steps)
-		}
-		return p, nil
+		return p.SelfCompose(k.steps)
 	})
 }
 
 // rigGaussianPLD returns the PLD of a mu-GDP Gaussian, memoised.
 func rigGaussianPLD(mu float64) (*pld.PLD, error) {
-	return rigMemo.get(rigMemoKey{kind: KindGaussian, mu: mu}, func() (*pld.PLD, error) {
+	return rigMemo.get(rigMemoKey{spec: "gaussian mu " + strconv.FormatUint(math.Float64bits(mu), 16)}, func() (*pld.PLD, error) {
 		return rigorousConfig.GaussianMu(mu)
 	})
 }
 
 // rigMemoKey identifies a built PLD; PLDs are immutable, so they can be shared.
 type rigMemoKey struct {
-	kind          string
-	q, sigma, eps float64
-	mu            float64
-	delta         float64 // gaussian_inf
-	steps         int
+	spec  string // a group's key, or a Gaussian's mu
+	steps int
 }
 
 // rigPLDMemo keeps the most recently built PLDs (a ledger repeats its entries:
@@ -225,67 +445,16 @@ func (c *rigPLDMemo) get(k rigMemoKey, build func() (*pld.PLD, error)) (*pld.PLD
 	return p, nil
 }
 
-// rigComposeAll validates ms, merges the Gaussian entries, groups identical
-// non-Gaussian entries (summing their steps) and composes the groups.
+// rigComposeAll validates ms, merges the Gaussian entries and groups
+// identical non-Gaussian entries (summing their steps).
 func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 	c := &rigComposition{}
-	type key struct {
-		kind      string
-		q, sigma  float64
-		eps       float64
-		mu, delta float64 // gaussian_inf
-	}
-	groups := map[key]int{}
-	for i, e := range ms {
-		if err := e.Validate(); err != nil {
+	for i, m := range ms {
+		if err := m.Validate(); err != nil {
 			return nil, fmt.Errorf("entry %d: %w", i, err)
 		}
-		c.count++
-		for _, m := range e.components() {
-			if m.IsGaussian() {
-				c.addGaussian(m.GDPMu())
-				continue
-			}
-			k := key{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon}
-			if m.Kind == KindGaussianInf {
-				k.mu, k.delta = m.Mu, m.Delta
-			}
-			groups[k] += int(m.steps())
-		}
-	}
-	keys := make([]key, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { // deterministic order
-		a, b := keys[i], keys[j]
-		if a.kind != b.kind {
-			return a.kind < b.kind
-		}
-		if a.q != b.q {
-			return a.q < b.q
-		}
-		if a.sigma != b.sigma {
-			return a.sigma < b.sigma
-		}
-		if a.mu != b.mu {
-			return a.mu < b.mu
-		}
-		if a.delta != b.delta {
-			return a.delta < b.delta
-		}
-		return a.eps < b.eps
-	})
-	for _, k := range keys {
-		m := Mechanism{Kind: k.kind, Q: k.q, Sigma: k.sigma, Epsilon: k.eps, Mu: k.mu, Delta: k.delta, Steps: groups[k]}
-		p, err := rigMechanismPLD(m)
-		if err != nil {
-			return nil, err
-		}
-		if c.pld == nil {
-			c.pld = p
-		} else if c.pld, err = c.pld.Compose(p); err != nil {
-			return nil, err
+		if err := c.add(m); err != nil {
+			return nil, fmt.Errorf("entry %d: %w", i, err)
 		}
 	}
 	return c, nil
@@ -294,27 +463,36 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 // ---- cached compositions ----
 //
 // A ledger scope can keep its composition in the database and extend it one
-// entry at a time instead of re-accounting its whole history:
+// entry at a time instead of re-reading its whole history:
 //
 //	cache, err := accountant.ComposeInto(cache, m) // cache == nil: empty scope
 //	eps, err := accountant.CachedEpsilon(cache, delta)
 //
-// The cache is a BLOB: the magic "dpRC\x01", the entry count (uint64), the
-// rounded-up sum of squared mu of exactly-Gaussian entries not yet folded
-// into the PLD (float64), a flag byte, and, if the flag is 1, a PLD
-// (pld.PLD.MarshalBinary). Everything is little-endian.
+// The cache is a BLOB: the magic "dpRC\x02", the entry count (uint64), the
+// rounded-up sum of squared mu of the exactly-Gaussian entries (float64), the
+// flag byte 2, the number of groups (uint32) and per group its single-step
+// mechanism as canonical JSON (a uint32 length and the bytes) and its total
+// steps (uint64), groups in ascending order of their JSON. Everything is
+// little-endian.
 //
-// While a scope holds only Gaussian and external entries, the cache keeps
-// their sum of mu^2 and every figure is the exact GDP conversion. The first
-// other entry starts the PLD; the merged Gaussian is then convolved into it,
-// and so is every later Gaussian entry as it comes, so that reading epsilon
-// or delta from a cache is one sweep over the PLD, never a convolution. Each
-// extension is one convolution (PLDs of repeated entries are memoised). The
-// figures are upper bounds like those of RigorousDelta/RigorousEpsilon on
-// the same entries, and agree with them to the discretisation error
-// (composition order and the Gaussian merge differ).
+// A cache holds what RigorousEpsilon groups from the entry list, never a
+// computed distribution: extending it is bookkeeping. The figures read from
+// it come from the groups (one self-composition per group, one convolution
+// per further group and one for the merged Gaussian), whose round-off bound
+// does not grow with the number of charges, or, when this process computed
+// the previous composition, from that plus one convolution while the
+// round-off bound stays below a thousandth of the delta asked for (see
+// full). Either is an upper bound; they agree to the discretisation error.
+// Group PLDs, group prefixes and the last compositions are memoised in
+// memory. Format 1 caches (magic "dpRC\x01", a composed PLD) are still read
+// and extended as they were, with a round-off bound that grows by one
+// convolution per entry; rebuilding them from the ledger's entries gives a
+// format 2 cache.
 
-const rigCacheMagic = "dpRC\x01"
+const (
+	rigCacheMagic   = "dpRC\x02"
+	rigCacheMagicV1 = "dpRC\x01"
+)
 
 // ComposeInto returns the cache of the composition of cached (nil or empty:
 // nothing yet) with m.
@@ -326,38 +504,41 @@ func ComposeInto(cached []byte, m Mechanism) ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
+	if c.legacy == nil {
+		var prev string
+		if len(c.groups) > 0 {
+			prev = c.contentKey()
+		}
+		if err := c.add(m); err != nil {
+			return nil, err
+		}
+		if prev != "" {
+			rigSteps.put(c.contentKey(), rigStep{prev: prev, m: m})
+		}
+		return c.encode()
+	}
+	// A format 1 cache: extend its PLD as before.
 	c.count++
-	for _, part := range m.components() { // a composite entry: each part in turn
+	for _, part := range m.components() {
 		var p *pld.PLD
-		switch {
-		case part.IsGaussian() && c.pld == nil:
-			c.addGaussian(part.GDPMu()) // still exactly Gaussian: stay exact
-			continue
-		case part.IsGaussian():
+		if part.IsGaussian() {
 			p, err = rigGaussianPLD(part.GDPMu())
-		default:
+		} else {
 			p, err = rigMechanismPLD(part)
 		}
 		if err != nil {
 			return nil, err
 		}
-		if c.pld == nil {
-			c.pld = p
-		} else if c.pld, err = c.pld.Compose(p); err != nil {
+		if c.legacy, err = c.legacy.Compose(p); err != nil {
 			return nil, err
 		}
 	}
-	if c.pld == nil {
-		return c.encode()
-	}
-	// Fold the Gaussian part into the PLD, so that a query needs no
-	// convolution.
 	if c.muSq > 0 {
-		full, _, err := c.full()
+		full, _, err := c.composeGaussian(c.legacy, math.Sqrt(c.muSq)*(1+2*rigULP))
 		if err != nil {
 			return nil, err
 		}
-		c.pld, c.muSq = full, 0
+		c.legacy, c.muSq = full, 0
 	}
 	return c.encode()
 }
@@ -396,19 +577,34 @@ func CachedCount(cached []byte) (int64, error) {
 }
 
 func (c *rigComposition) encode() ([]byte, error) {
-	b := make([]byte, 0, len(rigCacheMagic)+17)
-	b = append(b, rigCacheMagic...)
+	magic := rigCacheMagic
+	if c.legacy != nil {
+		magic = rigCacheMagicV1
+	}
+	b := make([]byte, 0, len(magic)+21+40*len(c.groups))
+	b = append(b, magic...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(c.count))
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.muSq))
-	if c.pld == nil {
-		return append(b, 0), nil
+	if c.legacy != nil {
+		p, err := c.legacy.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, 1)
+		return append(b, p...), nil
 	}
-	p, err := c.pld.MarshalBinary()
-	if err != nil {
-		return nil, err
+	b = append(b, 2)
+	return appendGroups(b, c.groups), nil
+}
+
+func appendGroups(b []byte, gs []rigGroup) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(gs)))
+	for _, g := range gs {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(g.key)))
+		b = append(b, g.key...)
+		b = binary.LittleEndian.AppendUint64(b, uint64(g.steps))
 	}
-	b = append(b, 1)
-	return append(b, p...), nil
+	return b
 }
 
 func decodeRigCache(data []byte) (*rigComposition, error) {
@@ -416,8 +612,13 @@ func decodeRigCache(data []byte) (*rigComposition, error) {
 	if len(data) == 0 {
 		return c, nil
 	}
-	if len(data) < len(rigCacheMagic)+17 || string(data[:len(rigCacheMagic)]) != rigCacheMagic {
-		return nil, errors.New("invalid rigorous accounting cache: bad header")
+	bad := func(what string) error { return fmt.Errorf("invalid rigorous accounting cache: %s", what) }
+	if len(data) < len(rigCacheMagic)+17 {
+		return nil, bad("bad header")
+	}
+	v1 := string(data[:len(rigCacheMagicV1)]) == rigCacheMagicV1
+	if !v1 && string(data[:len(rigCacheMagic)]) != rigCacheMagic {
+		return nil, bad("bad header")
 	}
 	r := data[len(rigCacheMagic):]
 	c.count = int64(binary.LittleEndian.Uint64(r))
@@ -425,20 +626,60 @@ func decodeRigCache(data []byte) (*rigComposition, error) {
 	flag := r[16]
 	r = r[17:]
 	if c.count < 0 || !(c.muSq >= 0) || math.IsInf(c.muSq, 1) {
-		return nil, errors.New("invalid rigorous accounting cache: bad counters")
+		return nil, bad("bad counters")
 	}
-	switch flag {
-	case 0:
+	switch {
+	case v1 && flag == 0:
 		if len(r) != 0 {
-			return nil, errors.New("invalid rigorous accounting cache: trailing bytes")
+			return nil, bad("trailing bytes")
 		}
-	case 1:
-		c.pld = new(pld.PLD)
-		if err := c.pld.UnmarshalBinary(r); err != nil {
+	case v1 && flag == 1:
+		c.legacy = new(pld.PLD)
+		if err := c.legacy.UnmarshalBinary(r); err != nil {
 			return nil, fmt.Errorf("invalid rigorous accounting cache: %w", err)
 		}
+	case !v1 && flag == 2:
+		if len(r) < 4 {
+			return nil, bad("truncated")
+		}
+		n := binary.LittleEndian.Uint32(r)
+		r = r[4:]
+		if uint64(n) > uint64(len(r))/12 {
+			return nil, bad("group count")
+		}
+		for range n {
+			if len(r) < 4 {
+				return nil, bad("truncated")
+			}
+			kl := uint64(binary.LittleEndian.Uint32(r))
+			if uint64(len(r)) < 4+kl+8 {
+				return nil, bad("truncated")
+			}
+			key := r[4 : 4+kl]
+			steps := binary.LittleEndian.Uint64(r[4+kl:])
+			r = r[4+kl+8:]
+			if steps < 1 || steps > rigMaxSteps {
+				return nil, bad("steps out of range")
+			}
+			m, err := ParseMechanism(key)
+			if err != nil || m.IsGaussian() || m.Kind == KindComposite || m.Steps != 1 {
+				return nil, bad("invalid group " + strconv.Quote(string(key)))
+			}
+			g := newRigGroup(m)
+			if g.key != string(key) {
+				return nil, bad("group not in canonical form " + strconv.Quote(string(key)))
+			}
+			g.steps = int64(steps)
+			if k := len(c.groups); k > 0 && !c.groups[k-1].less(g) {
+				return nil, bad("groups out of order")
+			}
+			c.groups = append(c.groups, g)
+		}
+		if len(r) != 0 {
+			return nil, bad("trailing bytes")
+		}
 	default:
-		return nil, errors.New("invalid rigorous accounting cache: bad flag")
+		return nil, bad("bad flag")
 	}
 	return c, nil
 }

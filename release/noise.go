@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	mrand "math/rand/v2"
 	"sync"
 )
@@ -28,9 +27,11 @@ func Grid(sigma float64) float64 {
 
 // NoiseTV bounds, per coordinate, the total-variation distance between the
 // noise [Noise.AddGaussian] draws and the exact rounded Gaussian its privacy
-// argument assumes (see AddGaussian). A release of c noisy coordinates with an
-// (epsilon, delta) guarantee is (epsilon, delta + (1 + e^epsilon) c NoiseTV)-DP.
-const NoiseTV = 0x1p-46
+// argument assumes (see AddGaussian, "Sampler and its error": the sampler is
+// exact rejection sampling on |k| < 13s, and P(|k| >= 13s) < 2^-125.9). A
+// release of c noisy coordinates with an (epsilon, delta) guarantee is
+// (epsilon, delta + (1 + e^epsilon) c NoiseTV)-DP.
+const NoiseTV = 0x1p-125
 
 // NoiseTVOf returns the total-variation bound of c noisy coordinates, c*NoiseTV.
 func NoiseTVOf(c int) float64 { return float64(c) * NoiseTV }
@@ -166,36 +167,69 @@ func (n *Noise) Rand() *mrand.Rand { return n.r }
 //
 // # Sampler and its error
 //
-// Only the Noise's ChaCha8 stream is used. k is encoded as (sign, m) with
-// k = m for sign 0 and k = -m-1 for sign 1. The magnitudes m < J*128 form J
-// blocks of 128, with J*128 >= 13s + 1/2. Block j (both signs) has mass
-// Phi-differences over two intervals of length 128/s, computed by 4-point
-// Gauss-Legendre on phi(a)*exp(-a*v - v^2/2) and quantized into an integer
-// Walker/Vose alias table whose weights sum to exactly 2^63. A 64-bit word
-// picks the column (top bits) and the coin (low bits). Inside the block a second word proposes m and the sign
-// uniformly and accepts with probability P(m')/P(128j), m' = m + sign, from
-// P(k) = phi(k/s)/s * (1 + k^2/(24 s^4) - 1/(24 s^2)) (relative error
-// < 2^-55 for |k| <= 14s): a 32-bit squeeze settles all but ~0.3% of draws,
-// the rest compare 56 bits against the float64 ratio. A rejection redraws
-// inside the same block, so the block law is kept. Run time depends on the
-// sample only through those rare redraws.
+// Only the Noise's ChaCha8 stream is used, and its words are treated as
+// independent uniform bits. k is encoded as (sign, m) with k = m for sign 0
+// and k = -m-1 for sign 1, so that P(k) = P(mm) with mm = m + sign >= 0. The
+// magnitudes m < J*128 form J blocks of 128, with J*128 >= 13s + 1/2.
 //
-// Errors against P, in total variation per coordinate: the cut |k| >= J*128
-// has mass < 2(1 - Phi(13)) < 2^-125. Block masses: the quadrature error is
-// below 2^-60 relative and float64 rounding gives about (4 + a^2)*2^-53 at
-// a = |k|/s, under 2^-49 once weighted by the mass (E a^2 = 1); rounding them
-// to integer weights costs at most 9J units of 2^-63, under 2^-47 (blocks
-// lighter than 2^-64, beyond about 9.3s, become unreachable; that is inside
-// this term). Within a block the acceptance ratios are exact to 2^-51
-// relative, so the conditional law is within 2^-50. Altogether
-// TV(sampled, P) < 2^-46 per coordinate; TestNoiseTableLaw computes the
-// sampled law exactly from the tables and measures about 2^-52. With
-// eta = dim*2^-46 the release is (eps, delta(eps) + (1 + e^eps)*eta)-DP for
+// The sampler is exact rejection sampling from the unnormalised law
+//
+//	Pt(mm) = exp(-mm^2/(2s^2)) I(mm),  I(mm) = integral_{-1/2}^{1/2} exp(-mm t/s^2 - t^2/(2s^2)) dt,
+//
+// which is P(mm) times the constant s sqrt(2 pi). One try: a 64-bit word
+// picks block j through an integer Walker/Vose alias table with weights W_j
+// summing to exactly 2^63, so block j has probability W_j/2^63 exactly; a
+// second word proposes (m, sign) uniformly in the block and accepts with
+// probability
+//
+//	alpha_j(mm) = Pt(mm) / (M W_j),
+//
+// M a float64 constant of the table (taken as the exact number it is). A
+// rejected try starts again from the block. One try thus yields k with
+// probability (W_j/2^63)(1/256) Pt(mm)/(M W_j) = Pt(mm)/(2^71 M), exactly
+// proportional to P(k) on the cut: the weights W_j only steer efficiency
+// (they approximate M^-1 Pt(128j)), never the law. What must hold is
+// alpha <= 1, i.e. M W_j >= Pt(128j), the largest Pt in block j: the build
+// computes Pt(128j) in float64 within 2^-44.9 relative (exp of an argument
+// below 85 whose relative error is 3u: absolute error below 2^-45) and takes
+// W_j = max(1, ceil(Pt(128j)/M (1 + 2^-30))), so every block, even the
+// farthest, keeps a positive weight.
+//
+// The acceptance test compares the uniform U in [0, 1), whose bits are drawn
+// lazily, with alpha. The fast path evaluates alpha in float64 as
+// beta_j rho(mm): beta_j = Pt(128j)/(M W_j), stored (relative error at most
+// 2^-44.8: the Pt estimate above plus three roundings), and
+// rho(mm) = Pt(mm)/Pt(128j) = exp(-(mm-128j)(mm+128j)/(2s^2)) *
+// (c0 + mm^2 c2)/(c0 + (128j)^2 c2) with c0 = 1 - 1/(24s^2), c2 = 1/(24s^4),
+// the series I = 1 + mm^2/(24s^4) - 1/(24s^2) + R with |R| < 2^-55.5 for
+// mm <= 14s and s >= 2^15, and an exp argument below 2^-4 (relative error
+// at most 2^-49.5 altogether). So |alpha_hat/alpha - 1| < 2^-44. With the
+// margin tau = 2^-36 the fast path decides only where that cannot matter: a
+// 32-bit squeeze (a bound on the block's smallest alpha, less tau) accepts
+// most proposals at once; otherwise the 56 bits a of U accept if
+// a + 1 <= 2^56 alpha_hat (1 - tau) and reject if a >= 2^56 alpha_hat
+// (1 + tau). In between, which happens with probability about 2^-35 per
+// try, the slow path computes alpha in 256-bit math/big arithmetic
+// (alphaBig: relative error below 2^-230, see there) and compares
+// floor(2^248 alpha) with U's first 248 bits, three more words of the
+// stream. Every decision therefore agrees with "U < alpha" except on an
+// event of probability below 2^-229 per slow-path try.
+//
+// Errors against P, in total variation per coordinate: the sampled law is P
+// conditioned on the cut |k| < J*128 (exactly, up to the slow path's 2^-229
+// per try, about 2^-264 per sample), so the distance is P(cut) <=
+// 2(1 - Phi(13)) < 2^-125.9. Hence TV(sampled, P) < 2^-125 = [NoiseTV]:
+// TestNoiseAlphaBig checks the slow path against an independent 900-bit erf
+// series, TestNoiseFastPath the fast path and every squeeze and beta against
+// the slow path, TestNoiseTableLaw the alias weights and the per-try law. With
+// eta = dim*NoiseTV the release is (eps, delta(eps) + (1 + e^eps)*eta)-DP for
 // every (eps, delta(eps)) that mu-GDP gives.
 //
+// Run time depends on the sample only through rejected tries (about 0.2% of
+// them) and the slow path (about 2^-35 of them, some 50 microseconds each).
 // Tables depend only on s. One takes 24 bytes per alias column, a power of
-// two >= J (96 or 192 KiB), builds in under a millisecond, and is cached
-// (at most 64 tables, shared by all goroutines).
+// two >= J, and 16 bytes per block (at most 300 KiB), builds in about a
+// millisecond, and is cached (at most 64 tables, shared by all goroutines).
 func (n *Noise) AddGaussian(dst []float64, sigma float64) {
 	t, g := n.gaussTable(sigma)
 	invg, lim := 1/g, 0x1p52*g
@@ -236,178 +270,6 @@ func (n *Noise) gaussTable(sigma float64) (*gaussTable, float64) {
 		n.tab = gaussTableFor(s)
 	}
 	return n.tab, g
-}
-
-const (
-	gaussBlockBits = 7
-	gaussBlock     = 1 << gaussBlockBits // magnitudes per block
-	gaussCut       = 13                  // the table covers |k| <= gaussCut*s at least
-	maxGaussTables = 64                  // cache bound, about 12 MiB at most
-)
-
-// gaussColumn is one column of the alias table over blocks.
-type gaussColumn struct {
-	thr   uint64    // keep this column's block iff coin < thr
-	alias uint32    // the other block of the column
-	sq    [2]uint32 // squeeze (top 32 bits of the acceptance threshold) of own and alias block
-}
-
-// gaussTable samples the rounded Gaussian of scale s (in grid units).
-type gaussTable struct {
-	s      float64
-	shift  uint   // 64 - log2(len(cols)): column = u >> shift
-	cmask  uint64 // coin = u & cmask; column capacity is cmask+1
-	cols   []gaussColumn
-	nblk   int     // J: blocks with index < nblk exist
-	inv2s2 float64 // 1/(2 s^2)
-	c0     float64 // 1 - 1/(24 s^2)
-	c2     float64 // 1/(24 s^4)
-}
-
-// block maps a uniform word to a block index and its squeeze threshold.
-func (t *gaussTable) block(u uint64) (uint32, uint32) {
-	col := u >> t.shift
-	c := &t.cols[col]
-	if u&t.cmask < c.thr {
-		return uint32(col), c.sq[0]
-	}
-	return c.alias, c.sq[1]
-}
-
-// try maps a uniform word to a proposal k in block j and reports whether it
-// is accepted. Bits 0-6 give the magnitude in the block, bit 7 the sign, bits
-// 8-63 the acceptance uniform (its top 32 bits for the squeeze).
-func (t *gaussTable) try(j, sq uint32, u uint64) (int64, bool) {
-	m := int64(j)<<gaussBlockBits | int64(u&(gaussBlock-1))
-	neg := int64(u>>gaussBlockBits) & 1
-	k := m ^ -neg // m, or -m-1
-	return k, uint32(u>>32) < sq || u>>8 < t.accept56(j, m+neg)
-}
-
-// accept56 returns floor(2^56 * P(mm)/P(128j)) for mm in [128j, 128j+128],
-// the acceptance threshold of the proposal whose P-argument is mm.
-func (t *gaussTable) accept56(j uint32, mm int64) uint64 {
-	m0 := int64(j) << gaussBlockBits
-	d := float64((mm - m0) * (mm + m0))
-	r := math.Exp(-d*t.inv2s2) * (t.c0 + float64(mm*mm)*t.c2) / (t.c0 + float64(m0*m0)*t.c2)
-	return uint64(r * 0x1p56)
-}
-
-// sample draws one k.
-func (t *gaussTable) sample(src *mrand.ChaCha8) int64 {
-	j, sq := t.block(src.Uint64())
-	for {
-		if k, ok := t.try(j, sq, src.Uint64()); ok {
-			return k
-		}
-	}
-}
-
-// phiInt returns the standard normal mass of [a, a+h] for 0 <= h <= 1/256,
-// |a| <= 14, as phi(a) * integral_0^h exp(-a v - v^2/2) dv by 4-point
-// Gauss-Legendre: the integrand is analytic with |a h| < 0.06, so the rule's
-// error is below 2^-60 relative and float64 rounding dominates.
-func phiInt(a, h float64) float64 {
-	const (
-		x1, w1 = 0.33998104358485626, 0.6521451548625461
-		x2, w2 = 0.8611363115940526, 0.34785484513745385
-	)
-	f := func(x float64) float64 {
-		v := h / 2 * (1 + x)
-		return math.Exp(-v * (a + v/2))
-	}
-	sum := w2*(f(-x2)+f(x2)) + w1*(f(-x1)+f(x1))
-	return math.Exp(-a*a/2) / math.Sqrt(2*math.Pi) * h / 2 * sum
-}
-
-// newGaussTable builds the table for scale s in [2^15, 2^16).
-func newGaussTable(s float64) *gaussTable {
-	nblk := int(math.Ceil((gaussCut*s + 0.5) / gaussBlock))
-	logn := bits.Len(uint(nblk - 1))
-	n := 1 << logn
-	t := &gaussTable{
-		s:      s,
-		shift:  uint(64 - logn),
-		cmask:  1<<(63-logn) - 1,
-		cols:   make([]gaussColumn, n),
-		nblk:   nblk,
-		inv2s2: 1 / (2 * s * s),
-		c0:     1 - 1/(24*s*s),
-		c2:     1 / (24 * s * s * s * s),
-	}
-	// Block masses: magnitudes [128j, 128j+128) with sign 0 are k in
-	// [128j, 128j+127]; with sign 1 they are k in [-128j-128, -128j-1].
-	mass := make([]float64, nblk)
-	h := gaussBlock / s
-	var total, comp float64 // Neumaier sum
-	for j := range mass {
-		a := float64(j*gaussBlock) / s
-		p := phiInt(a-0.5/s, h) + phiInt(a+0.5/s, h)
-		mass[j] = p
-		if x := total + p; math.Abs(total) >= p {
-			comp += (total - x) + p
-			total = x
-		} else {
-			comp += (p - x) + total
-			total = x
-		}
-	}
-	total += comp
-	// Integer weights summing to exactly 2^63 = n * capacity.
-	capa := t.cmask + 1
-	w := make([]uint64, n)
-	var sum uint64
-	for j, p := range mass {
-		w[j] = uint64(math.Round(p / total * 0x1p63))
-		sum += w[j]
-	}
-	w[0] += 1<<63 - sum // a few units; block 0 is the heaviest
-	// Vose's alias method in exact integer arithmetic.
-	small := make([]uint32, 0, n)
-	large := make([]uint32, 0, n)
-	for i := n - 1; i >= 0; i-- {
-		if w[i] < capa {
-			small = append(small, uint32(i))
-		} else {
-			large = append(large, uint32(i))
-		}
-	}
-	for len(small) > 0 && len(large) > 0 {
-		sm := small[len(small)-1]
-		small = small[:len(small)-1]
-		lg := large[len(large)-1]
-		t.cols[sm].thr, t.cols[sm].alias = w[sm], lg
-		w[lg] -= capa - w[sm]
-		if w[lg] < capa {
-			large = large[:len(large)-1]
-			small = append(small, lg)
-		}
-	}
-	// The weights sum to n*capacity exactly, so what is left is full.
-	for _, i := range append(small, large...) {
-		if w[i] != capa {
-			panic("release: alias table construction lost mass")
-		}
-		t.cols[i].thr, t.cols[i].alias = capa, i
-	}
-	// Squeezes: the acceptance threshold falls with mm, so its value at the
-	// block's last argument, less 2^-32 for float rounding, bounds it below.
-	sq := make([]uint32, nblk)
-	for j := range sq {
-		a := t.accept56(uint32(j), int64(j+1)*gaussBlock) >> 24
-		if a > 0 {
-			a--
-		}
-		sq[j] = uint32(a)
-	}
-	for i := range t.cols {
-		c := &t.cols[i]
-		if i < nblk {
-			c.sq[0] = sq[i]
-		}
-		c.sq[1] = sq[c.alias]
-	}
-	return t
 }
 
 var gaussCache struct {

@@ -8,19 +8,22 @@ import (
 // pmf is one direction of a PLD: a non-negative measure on the loss grid
 // {k h}, plus mass at +infinity.
 //
-// Invariant (the "upper measure" property). Let L be the privacy loss of the
-// dominating pair this pmf stands for, under the pair's first distribution.
-// For every bounded non-decreasing f >= 0 on [-inf, +inf],
+// Invariant (the "upper curve" property). Let delta be the hockey-stick curve
+// of the pair this pmf's direction stands for (a mechanism or a composition).
+// For every real eps, with f_eps(x) = (1 - e^(eps-x))_+ and f_eps(+inf) = 1,
 //
-//	E f(L) <= sum_k p[k] f((lo+k) h) + (inf + err) f(+inf).
+//	delta(eps) <= sum_k p[k] f_eps((lo+k) h) + inf + err.
 //
-// delta(eps) = E (1 - e^(eps-L))_+ is such an f, so every delta read off the
-// pmf is an upper bound. The property survives convolution (compose
-// independent losses), moving mass to a larger loss (rounding up, truncating
-// the upper tail to +inf, merging the lower tail into the lowest kept bin),
-// adding mass, and replacing negative round-off values by 0; err holds a bound
-// on the l1 norm of the floating-point error committed so far, which the
-// property charges at +infinity (f(+inf) = sup f).
+// It does not hold for every non-decreasing f: connect-the-dots puts mass on
+// both sides of the true loss. It survives convolution (for a non-negative
+// measure C, the curve of A*C at eps is the integral of A's curve at eps - y
+// against C, so it needs the property at every real eps, which
+// connect-the-dots gives by convexity of delta in e^eps), moving mass to a
+// larger loss (f_eps is non-decreasing: rounding up, truncating the upper tail
+// to +inf, merging the lower tail into the lowest kept bin), adding mass and
+// replacing negative round-off values by 0 (f_eps >= 0); err holds a bound on
+// the l1 norm of the floating-point error committed so far, charged at
+// +infinity (f_eps <= 1). See the package documentation.
 type pmf struct {
 	lo  int       // grid index of p[0]
 	p   []float64 // p[k] is the mass at loss (lo+k) h
@@ -389,7 +392,10 @@ func power(r, a *pmf, t int, h, tau float64, maxBins int) (*pmf, *pmf, error) {
 	// a_k = t (|P_k| + e0)^(t-1) the powered spectrum errs by e0 a_k plus
 	// binary-powering round-off cp |P_k|^t; the l1 error of the n outputs
 	// kept is at most (n/N)(||dW||_1 + eta ||W||_1), and, normwise, at most
-	// sqrt(n/N) ||dW||_2 + sqrt(n) eta ||W||_2 / sqrt(N).
+	// sqrt(n/N) ||dW||_2 + sqrt(n) eta ||W||_2 / sqrt(N). Near |P_k| = 1,
+	// a_k is about t, so e0 a_k grows linearly with t: there the coefficient
+	// is recomputed directly with an error proportional to 1 - P_k instead
+	// (spectral), and the smaller of the two bounds is charged.
 	s := r.mass()
 	if a != nil {
 		s += a.mass()
@@ -399,14 +405,34 @@ func power(r, a *pmf, t int, h, tau float64, maxBins int) (*pmf, *pmf, error) {
 	tf := float64(t)
 	cp := (2*math.Ceil(math.Log2(tf)) + 2) * 3 * unitRoundoff
 	var dW1, dW2sq, W1, W2sq float64
-	acc := func(x, y complex128, w float64) {
-		ax := cAbs(x)
-		ak := tf * math.Pow(ax+e0, tf-1)
-		d := e0*ak + cp*cAbs(y)
+	acc := func(d, y float64, w float64) {
 		dW1 += w * d
 		dW2sq += w * d * d
-		W1 += w * cAbs(y)
-		W2sq += w * cAbs(y) * cAbs(y)
+		W1 += w * y
+		W2sq += w * y * y
+	}
+	// Where e0 a_k is not small, the transform's absolute error would be
+	// amplified t-fold: recompute such coefficients directly with relative
+	// accuracy (see spectral), within a budget of bin evaluations.
+	crit := 0x1p-40 / float64(n) // n of these per output: at most 2^-40 in all
+	budget := 1 << 21
+	specR := newSpectral(r.p)
+	var specA *spectral
+	if a != nil {
+		specA = newSpectral(a.p)
+	}
+	powered := func(sp *spectral, p complex128, k int) (complex128, float64) {
+		x := cpow(p, t)
+		ak := tf * math.Pow(cAbs(p)+e0, tf-1)
+		d := e0*ak + cp*cAbs(x)
+		// Only where powering amplifies the error substantially.
+		if d > crit && ak > 8 && budget >= len(sp.p) {
+			budget -= len(sp.p)
+			if xa, da, ok := sp.power(k, N, t); ok && da < d {
+				return xa, da
+			}
+		}
+		return x, d
 	}
 	for k := 0; k <= N/2; k++ {
 		j := (N - k) % N
@@ -416,16 +442,16 @@ func power(r, a *pmf, t int, h, tau float64, maxBins int) (*pmf, *pmf, error) {
 		}
 		zk, zj := z[k], cmplxConj(z[j])
 		pr := (zk + zj) * 0.5
-		xr := cpow(pr, t)
-		acc(pr, xr, w)
+		xr, dr := powered(specR, pr, k)
+		acc(dr, cAbs(xr), w)
 		if a == nil {
 			z[k] = xr
 			z[j] = cmplxConj(xr)
 			continue
 		}
 		pa := (zk - zj) * complex(0, -0.5)
-		xa := cpow(pa, t)
-		acc(pa, xa, w)
+		xa, da := powered(specA, pa, k)
+		acc(da, cAbs(xa), w)
 		z[k] = xr + complex(0, 1)*xa
 		z[j] = cmplxConj(xr) + complex(0, 1)*cmplxConj(xa)
 	}
@@ -479,6 +505,120 @@ func power(r, a *pmf, t int, h, tau float64, maxBins int) (*pmf, *pmf, error) {
 		outA = extract(a, wa, true)
 	}
 	return outR, outA, nil
+}
+
+// spectral evaluates single spectral coefficients of a measure p (on indices
+// 0..n-1) and their t-th powers with relative accuracy, for the coefficients
+// near |P_k| = 1 where the FFT's absolute error e0 = eta ||p||_1 would be
+// amplified t-fold by powering.
+//
+// With theta = 2 pi k/N, c the rounded mean index and phi_j = theta (j - c),
+//
+//	P_k = sum_j p_j e^(-i theta j) = e^(-i theta c) (S - D),
+//	D = sum_j p_j (2 sin^2(phi_j/2) + i sin phi_j),  S = sum_j p_j,
+//
+// and P_k^t = exp(t log S + t log(1 + z) - i theta c t) with z = -D/S. Every
+// term of D is computed to a relative 16u of phi_j^2 (real part) and |phi_j|
+// (imaginary part): phi_j itself errs by at most 4u |phi_j|, sin and cos by
+// an ulp, products and the compensated sums (Neumaier) by a few u. So with
+// R1 = sum p_j |phi_j| and R2 = sum p_j phi_j^2, |dRe D| <= 16u R2 and
+// |dIm D| <= 16u R1, errors proportional to D itself rather than to ||p||_1.
+// For |z| <= 1/2, |d log(1+z)| <= 2 |dz|; S is kept as an unevaluated sum
+// hi + lo, so log S errs by 2u |log S| plus O(n u^2). The phase theta c t is
+// reduced modulo 2 pi in integer arithmetic. The bound returned adds these up,
+// multiplied by t, plus the roundings of the final exp, cos and sin:
+// first-order like the package's other bounds, with generous constants.
+type spectral struct {
+	p      []float64
+	c      int     // rounded mean index
+	logS   float64 // log of the total mass
+	eLogS  float64 // bound on its error
+	massHi float64
+}
+
+func newSpectral(p []float64) *spectral {
+	var s, comp, m float64
+	for j, v := range p {
+		x := s + v
+		if math.Abs(s) >= v {
+			comp += (s - x) + v
+		} else {
+			comp += (v - x) + s
+		}
+		s = x
+		m += v * float64(j)
+	}
+	hi := s + comp
+	lo := comp - (hi - s)
+	sp := &spectral{p: p, massHi: hi}
+	if hi > 0 {
+		sp.c = int(math.Round(m / hi))
+		sp.logS = math.Log(hi) + lo/hi
+		sp.eLogS = 2*unitRoundoff*math.Abs(sp.logS) + 8*float64(len(p)+2)*unitRoundoff*unitRoundoff
+	}
+	return sp
+}
+
+// power returns P_k^t for 0 <= k <= N/2 and a bound on its error, or false
+// when |z| > 1/2 (then the FFT's value is used).
+func (sp *spectral) power(k, N, t int) (complex128, float64, bool) {
+	const u = unitRoundoff
+	if !(sp.massHi > 0) || N >= 1<<31 { // N < 2^31 keeps c t k mod N in uint64
+		return 0, 0, false
+	}
+	theta := 2 * math.Pi * float64(k) / float64(N)
+	var dre, cre, dim, cim, r1, r2 float64 // Neumaier sums of Re D and Im D
+	add := func(s, c *float64, v float64) {
+		x := *s + v
+		if math.Abs(*s) >= math.Abs(v) {
+			*c += (*s - x) + v
+		} else {
+			*c += (v - x) + *s
+		}
+		*s = x
+	}
+	for j, v := range sp.p {
+		if v == 0 {
+			continue
+		}
+		phi := theta * float64(j-sp.c)
+		sh, ch := math.Sincos(phi / 2)
+		add(&dre, &cre, 2*v*sh*sh)
+		add(&dim, &cim, 2*v*sh*ch)
+		r1 += v * math.Abs(phi)
+		r2 += v * phi * phi
+	}
+	dre += cre
+	dim += cim
+	r1 *= 1 + float64(len(sp.p)+4)*u
+	r2 *= 1 + float64(len(sp.p)+4)*u
+	S := sp.massHi
+	x, y := -dre/S, -dim/S
+	if x*x+y*y > 0.25 {
+		return 0, 0, false
+	}
+	ex := 16*u*r2/S*(1+4*u) + 2*u*math.Abs(x)
+	ey := 16*u*r1/S*(1+4*u) + 2*u*math.Abs(y)
+	reL := 0.5 * math.Log1p(2*x+x*x+y*y)
+	imL := math.Atan2(y, 1+x)
+	eReL := 2*(ex+ey) + 6*u*(2*math.Abs(x)+x*x+y*y) + 2*u*math.Abs(reL)
+	eImL := 2*(ex+ey) + 4*u*math.Abs(imL) + 2*u*math.Abs(y)
+	tf := float64(t)
+	E := tf * (sp.logS + reL)
+	// The phase theta c t, reduced exactly: m = c t k mod N.
+	nn := uint64(N)
+	m := (uint64(sp.c) % nn) * (uint64(t) % nn) % nn * uint64(k) % nn
+	phi := tf*imL - 2*math.Pi*float64(m)/float64(N)
+	eE := tf*(sp.eLogS+eReL) + 2*u*math.Abs(E)
+	ePhi := tf*eImL + 2*u*math.Abs(tf*imL) + 32*u + 2*u*math.Abs(phi)
+	mod := math.Exp(E)
+	s, c := math.Sincos(phi)
+	w := complex(mod*c, mod*s)
+	bound := mod * (eE + ePhi + 8*u) * (1 + 2*eE)
+	if math.IsNaN(bound) || math.IsInf(bound, 0) || sp.c < 0 {
+		return 0, 0, false
+	}
+	return w, bound, true
 }
 
 // powDiff returns (m + d)^t - m^t for m, d >= 0.
