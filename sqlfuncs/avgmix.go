@@ -165,7 +165,7 @@ func (a *avgmixAgg) Done() (out string, err error) {
 	}
 	plan, err := avgmix.NewPlan(noise, r.N, r.D, k, p)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", fn, err)
+		return "", mechanismError(fn, err)
 	}
 	// The calibration certified the charged mechanism; confirm it, cheaply
 	// (its distribution is cached), as a guard against a broken invariant.

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -27,6 +29,18 @@ type Conn struct {
 	mu    sync.Mutex
 	scope string
 	noise *release.Noise
+
+	// The charges committed during the statement execution exec, so that a
+	// later error in the same statement can say that they stand.
+	exec    execution
+	charged []committed
+}
+
+// committed is one charge a statement has committed.
+type committed struct {
+	fn string
+	id int64
+	mu float64
 }
 
 var conns sync.Map // *sqlite3.SQLiteConn -> *Conn
@@ -89,13 +103,67 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 			return more, err
 		}
 	}
+	exec := runningExecution(c.handle)
 	r, err := l.Charge(context.Background(), accountant.Charge{
-		Scope: c.Scope(), Mechanism: m, Details: details, Query: runningSQL(c.handle),
+		Scope: c.Scope(), Mechanism: m, Details: details, Query: exec.sql,
 	}, release)
 	if err != nil && relErr == nil {
 		err = fmt.Errorf("%s: %w", fn, err)
 	}
+	if err == nil {
+		c.mu.Lock()
+		if exec != c.exec {
+			c.exec, c.charged = exec, nil
+		}
+		c.charged = append(c.charged, committed{fn: fn, id: r.ID, mu: r.Mu})
+		c.mu.Unlock()
+	}
 	return r, err
+}
+
+// annotate adds to err, an error of a function call about to fail its
+// statement, the charges that earlier calls of the same statement execution
+// committed: they stand although the statement fails.
+func (c *Conn) annotate(err error) error {
+	if err == nil {
+		return nil
+	}
+	exec := runningExecution(c.handle)
+	c.mu.Lock()
+	var charged []committed
+	if exec != (execution{}) && exec == c.exec {
+		charged = c.charged
+	}
+	c.mu.Unlock()
+	if len(charged) == 0 {
+		return err
+	}
+	return &fnError{msg: err.Error() + "; " + chargesNote(charged), err: err}
+}
+
+// chargesNote describes charges that stand: "this statement had already
+// committed 1 charge, which stands: ledger row 7 (dp_gaussian, mu = 0.1)".
+func chargesNote(cs []committed) string {
+	var b strings.Builder
+	n := "1 charge, which stands"
+	if len(cs) > 1 {
+		n = fmt.Sprintf("%d charges, which stand", len(cs))
+	}
+	fmt.Fprintf(&b, "this statement had already committed %s: ledger row", n)
+	if len(cs) > 1 {
+		b.WriteString("s")
+	}
+	for i, ch := range cs {
+		if i == 5 {
+			fmt.Fprintf(&b, " and %d more", len(cs)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " %d (%s, mu = %s)", ch.id, ch.fn, strconv.FormatFloat(ch.mu, 'g', 6, 64))
+	}
+	return b.String()
 }
 
 // canWriteLedger refuses when the ledger connection could not commit before
