@@ -9,7 +9,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/dpsql/dpsql/accountant"
 	"github.com/spf13/cobra"
 )
 
@@ -65,20 +64,11 @@ type session struct {
 }
 
 // openSession opens an existing database file; a non-empty scope must exist
-// when the file has a ledger.
+// when the file has a ledger (ext.OpenScope checks).
 func (m *Main) openSession(ctx context.Context, path, scope string) (*session, error) {
 	db, err := openDB(ctx, path, scope, false)
 	if err != nil {
 		return nil, err
-	}
-	if scope != "" {
-		if _, err := accountant.ReadStatus(ctx, db, scope); err != nil && !errors.Is(err, accountant.ErrNoLedger) {
-			db.Close()
-			if errors.Is(err, accountant.ErrUnknownScope) {
-				return nil, fmt.Errorf("%s has no budget scope %q (create it with `dpsql init %s --scope %s --mu 1`)", path, scope, path, scope)
-			}
-			return nil, err
-		}
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/sqlfuncs"
 	"github.com/spf13/cobra"
@@ -316,5 +317,9 @@ func openDB(ctx context.Context, path, scope string, create bool) (*sql.DB, erro
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	}
-	return ext.OpenScope(ctx, path, scope)
+	db, err := ext.OpenScope(ctx, path, scope)
+	if errors.Is(err, accountant.ErrUnknownScope) {
+		return nil, fmt.Errorf("%s has no budget scope %q (create it with `dpsql init %s --scope %s --mu 1`)", path, scope, path, scope)
+	}
+	return db, err
 }
