@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/dpsql/dpsql/accountant"
@@ -104,6 +105,8 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 		}
 	}
 	exec := runningExecution(c.handle)
+	charging.Add(1)
+	defer charging.Add(-1)
 	r, err := l.Charge(context.Background(), accountant.Charge{
 		Scope: c.Scope(), Mechanism: m, Details: details, Query: exec.sql,
 	}, release)
@@ -120,6 +123,14 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 	}
 	return r, err
 }
+
+// charging counts the charges in progress in this process.
+var charging atomic.Int64
+
+// Charging reports whether a charge is in progress in this process: waiting
+// for the database's write lock, checking the budget or writing a release.
+// The dpsql command uses it to explain a wait for another process's lock.
+func Charging() bool { return charging.Load() > 0 }
 
 // annotate adds to err, an error of a function call about to fail its
 // statement, the charges that earlier calls of the same statement execution

@@ -52,7 +52,9 @@ the import is one transaction.`,
 				o.scale = 1
 			}
 			start := time.Now()
+			stopWatch := watchLock(cmd.Context(), m.Stderr, o.db, true)
 			res, err := importFile(cmd.Context(), o)
+			stopWatch()
 			if err != nil {
 				return err
 			}

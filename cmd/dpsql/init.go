@@ -47,7 +47,10 @@ later: create a new scope instead.`,
 				return err
 			}
 			defer db.Close()
-			if err := accountant.Init(ctx, db, b); err != nil {
+			stopWatch := watchLock(ctx, m.Stderr, args[0], true)
+			err = accountant.Init(ctx, db, b)
+			stopWatch()
+			if err != nil {
 				return fmt.Errorf("init %s: %w", args[0], err)
 			}
 			w := cmd.OutOrStdout()

@@ -114,6 +114,8 @@ func (s *session) Run(ctx context.Context, stmt string, p *printer) error {
 		task.Set(fmt.Sprintf("%s: %d/%d rows (%.0f%%)", fn, done, total, 100*float64(done)/float64(max(total, 1))))
 	})
 	defer sqlfuncs.SetProgress(nil)
+	stopWatch := watchLock(ctx, s.m.Stderr, s.path, !readOnlyStatement(stmt))
+	defer stopWatch()
 	rows, err := s.conn.QueryContext(ctx, stmt)
 	if err != nil {
 		return sqlError(ctx, err)

@@ -11,6 +11,10 @@ import (
 
 // TestMain isolates the tests from the user's configuration and history.
 func TestMain(m *testing.M) {
+	if path := os.Getenv("DPSQL_TEST_HOLD_LOCK"); path != "" {
+		holdWriteLock(path) // the other process of TestLockWaitMessage
+		os.Exit(0)
+	}
 	home, err := os.MkdirTemp("", "dpsql-test-home-")
 	if err != nil {
 		panic(err)
