@@ -138,7 +138,7 @@ func (a *avgmixAgg) Done() (out string, err error) {
 	}
 	p := avgmix.Params{T: r.N, Mu: mu, Sampling: o.Sampling,
 		Calibrate: func(q float64, steps int) (float64, error) {
-			return accountant.CalibrateSubsampledSigma(q, steps, eps, delta)
+			return interruptible(a.c, fn, func() (float64, error) { return accountant.CalibrateSubsampledSigma(q, steps, eps, delta) })
 		}}
 	if o.T != nil {
 		if *o.T <= 0 {

@@ -3,12 +3,14 @@ package sqlfuncs
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/dpsql/dpsql/accountant"
@@ -86,6 +88,9 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 	if err := c.canWriteLedger(fn); err != nil {
 		return accountant.Receipt{}, err
 	}
+	if interrupted(c.handle) {
+		return accountant.Receipt{}, fmt.Errorf("%s: the statement was interrupted; nothing was released or charged", fn)
+	}
 	l, err := c.ledger()
 	if err != nil {
 		return accountant.Receipt{}, fmt.Errorf("%s: %w", fn, err)
@@ -107,10 +112,17 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 	exec := runningExecution(c.handle)
 	charging.Add(1)
 	defer charging.Add(-1)
-	r, err := l.Charge(context.Background(), accountant.Charge{
+	ctx, stop := c.untilInterrupted()
+	defer stop()
+	r, err := l.Charge(ctx, accountant.Charge{
 		Scope: c.Scope(), Mechanism: m, Details: details, Query: exec.sql,
 	}, release)
-	if err != nil && relErr == nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The interrupt cancelled the charge's transaction (waiting for the
+		// lock, or while a release was being written): it rolled back.
+		err = fmt.Errorf("%s: the statement was interrupted; the release was rolled back and nothing was charged", fn)
+	case err != nil && relErr == nil:
 		err = fmt.Errorf("%s: %w", fn, err)
 	}
 	if err == nil {
@@ -122,6 +134,66 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 		c.mu.Unlock()
 	}
 	return r, err
+}
+
+// interruptPoll is how often a charge in progress looks for an interrupt of
+// its statement (Ctrl-C, a cancelled context).
+const interruptPoll = 10 * time.Millisecond
+
+// untilInterrupted returns a context that is cancelled when the connection's
+// running statement is interrupted, so that a charge waiting for the write
+// lock, or a release being written, stops at once (its transaction rolls
+// back). stop ends the watch.
+func (c *Conn) untilInterrupted() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(interruptPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if interrupted(c.handle) {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { close(done); cancel() }
+}
+
+// interruptible runs f, a pure computation, in its own goroutine and returns
+// its result, or an error as soon as the connection's statement is
+// interrupted; f then finishes unobserved and its result is dropped. f must
+// not touch state shared with the connection (such as its noise stream).
+func interruptible[T any](c *Conn, fn string, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() { ch <- r }()
+		defer guard(fn, &r.err)
+		r.v, r.err = f()
+	}()
+	t := time.NewTicker(interruptPoll)
+	defer t.Stop()
+	for {
+		select {
+		case r := <-ch:
+			return r.v, r.err
+		case <-t.C:
+			if interrupted(c.handle) {
+				var zero T
+				return zero, errors.New("the statement was interrupted; nothing was released or charged")
+			}
+		}
+	}
 }
 
 // charging counts the charges in progress in this process.
