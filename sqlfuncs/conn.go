@@ -28,6 +28,7 @@ type Conn struct {
 	sc     *sqlite3.SQLiteConn
 	handle unsafe.Pointer
 	path   string
+	runs   runCounter // statement runs started on the connection
 
 	mu    sync.Mutex
 	scope string
@@ -109,7 +110,7 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 			return more, err
 		}
 	}
-	exec := runningExecution(c.handle)
+	exec := runningExecution(c.handle, c.runs)
 	charging.Add(1)
 	defer charging.Add(-1)
 	ctx, stop := c.untilInterrupted()
@@ -211,7 +212,7 @@ func (c *Conn) annotate(err error) error {
 	if err == nil {
 		return nil
 	}
-	exec := runningExecution(c.handle)
+	exec := runningExecution(c.handle, c.runs)
 	c.mu.Lock()
 	var charged []committed
 	if exec != (execution{}) && exec == c.exec {

@@ -56,6 +56,7 @@ func Register(sc *sqlite3.SQLiteConn, scope string) (*Conn, error) {
 	if c.handle == nil {
 		return nil, fmt.Errorf("dpsql: cannot reach the SQLite handle of this go-sqlite3 version")
 	}
+	c.runs = countRuns(c.handle)
 	type fn struct {
 		name string
 		impl func(args ...any) (any, error)
@@ -105,7 +106,9 @@ func Forget(sc *sqlite3.SQLiteConn) error {
 	if !ok {
 		return nil
 	}
-	if c := v.(*Conn); c.path != "" {
+	c := v.(*Conn)
+	c.runs.stop(c.handle)
+	if c.path != "" {
 		return accountant.ReleaseLedger(c.path)
 	}
 	return nil
