@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"strconv"
@@ -123,11 +122,4 @@ func sigDigits(x float64, n int) float64 {
 		return x
 	}
 	return y
-}
-
-func nullFloat(f sql.NullFloat64) any {
-	if !f.Valid {
-		return nil
-	}
-	return f.Float64
 }

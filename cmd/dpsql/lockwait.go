@@ -34,9 +34,14 @@ func watchLock(ctx context.Context, w io.Writer, path string, writing bool) (sto
 				return
 			case <-t.C:
 			}
-			if writing || sqlfuncs.Charging() {
+			charging := sqlfuncs.Charging()
+			if writing || charging {
 				if pid := writeLockHolder(path); pid > 0 {
-					fmt.Fprintf(w, "dpsql: waiting for the write lock on %s, which process %d holds (dpsql gives up after 30 s; Ctrl-C stops now)\n", path, pid)
+					limit := "10 s" // the busy timeout of ext.DSN
+					if charging {
+						limit = "30 s" // the ledger connection's
+					}
+					fmt.Fprintf(w, "dpsql: waiting for the write lock on %s, which process %d holds (dpsql gives up after %s; Ctrl-C stops now)\n", path, pid, limit)
 					return
 				}
 			}
