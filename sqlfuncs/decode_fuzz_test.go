@@ -12,6 +12,8 @@ func FuzzDecodeOptions(f *testing.F) {
 	f.Add(`{"into":"r","colour":1}`)
 	f.Add(`{"mu":"lots"}`)
 	f.Add(`[1,2]`)
+	f.Add(`{"m":20.0,"T":5e1,"classes":2.5}`)
+	f.Add(`{"m":-0.0,"T":1e400,"M":3}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		var o avgmixOptions
 		if err := decodeOptions("dp_avgmix", []byte(s), &o); err != nil && !strings.HasPrefix(err.Error(), "dp_avgmix: ") {
