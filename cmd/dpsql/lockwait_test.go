@@ -44,6 +44,9 @@ func TestLockWaitMessage(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the lock holder is read from /proc/locks, which only Linux has")
 	}
+	if testing.Short() {
+		t.Skip("-short skips the multi-process tests")
+	}
 	db := newDB(t)
 	holder := exec.Command(os.Args[0], "-test.run=^$")
 	holder.Env = append(os.Environ(), "DPSQL_TEST_HOLD_LOCK="+db)
