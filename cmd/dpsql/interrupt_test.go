@@ -91,8 +91,9 @@ func TestInterruptRelease(t *testing.T) {
 		t.Fatalf("interrupted release: exit %d, stderr %q, progress %q", code, errb.String(), statuses)
 	}
 	// After the first report an uninterrupted release reports every 4096
-	// rows, then its closing n/n.
-	if len(statuses) > 3 {
+	// rows, then its closing n/n: 10 reports. Stopping at once gives 2; a
+	// margin of three more (12288 rows) absorbs a busy machine.
+	if len(statuses) > 5 {
 		t.Errorf("the release wrote on after the interrupt (stopped %v later): progress %q", stopped, statuses)
 	}
 	mu.Unlock()
