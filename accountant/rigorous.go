@@ -208,19 +208,21 @@ func (c *rigComposition) full(roundCap float64) (*pld.PLD, float64, error) {
 	if st, ok := rigSteps.get(key); ok {
 		// Extend only when the predecessor leaves room for a convolution.
 		if prev := rigFull.get(st.prev); prev != nil && prev.RoundoffBound() <= roundCap/2 {
-			var e *pld.PLD
-			var err error
-			if st.m.IsGaussian() {
-				e, err = rigGaussianPLD(st.m.GDPMu())
-			} else {
-				e, err = rigMechanismPLD(st.m)
-			}
-			if err != nil {
-				return nil, 0, err
-			}
-			p, err := prev.Compose(e)
-			if err != nil {
-				return nil, 0, err
+			p := prev
+			for _, part := range st.m.components() { // a composite: each part in turn
+				var e *pld.PLD
+				var err error
+				if part.IsGaussian() {
+					e, err = rigGaussianPLD(part.GDPMu())
+				} else {
+					e, err = rigMechanismPLD(part)
+				}
+				if err != nil {
+					return nil, 0, err
+				}
+				if p, err = p.Compose(e); err != nil {
+					return nil, 0, err
+				}
 			}
 			if p.RoundoffBound() <= roundCap {
 				rigFull.put(key, p)

@@ -17,10 +17,12 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 
+	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/protect"
 	"github.com/dpsql/dpsql/sqlfuncs"
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -122,6 +124,10 @@ func Open(path string) (*sql.DB, error) {
 // dp_scope parameter; "" means the default scope). It opens one connection
 // (PingContext) before returning, so that a file that is not a database, or
 // cannot be opened, is reported by OpenScope, which then closes the *sql.DB.
+// When the file has a ledger, a named scope must exist in it: a mistyped
+// scope fails here (the error wraps [accountant.ErrUnknownScope]), not at the
+// first charge. A file without a ledger opens with any scope, which dp_init
+// can then create.
 func OpenScope(ctx context.Context, path, scope string) (*sql.DB, error) {
 	dsn := DSN(path)
 	if scope != "" {
@@ -134,6 +140,12 @@ func OpenScope(ctx context.Context, path, scope string) (*sql.DB, error) {
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	if scope != "" {
+		if _, err := accountant.LoadBudget(ctx, db, scope); err != nil && !errors.Is(err, accountant.ErrNoLedger) {
+			db.Close()
+			return nil, fmt.Errorf("opening %s: %w", path, err)
+		}
 	}
 	return db, nil
 }

@@ -3,6 +3,7 @@ package sqlfuncs
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // argError is an error about one SQL argument.
@@ -19,6 +20,11 @@ func number(fn, name string, v any) (float64, error) {
 		x = float64(t)
 	case float64:
 		x = t
+	case []byte:
+		if t != nil {
+			return 0, argError(fn, name, "must be a number, got a BLOB; for a float32 vector, sum rows with dp_vec_sum(x, clip, mu) (clipped and noisy) or add noise with dp_gaussian(x, sensitivity, mu)")
+		}
+		return 0, argError(fn, name, "must be a number, got NULL")
 	default:
 		return 0, argError(fn, name, "must be a number, got %s", typeName(v))
 	}
@@ -67,3 +73,24 @@ func arity(fn string, args []any, min, max int, usage string) error {
 	}
 	return nil
 }
+
+// mechanismError names the SQL function fn in an error of a release package,
+// in place of the package's own prefix ("avgmix: ", "dfs: "), so that the
+// message names one function once: "dp_avgmix: m = 500 exceeds n = 100".
+func mechanismError(fn string, err error) error {
+	msg := err.Error()
+	for _, pkg := range []string{"avgmix: ", "dfs: ", "release: "} {
+		msg = strings.TrimPrefix(msg, pkg)
+	}
+	return &fnError{msg: fn + ": " + msg, err: err}
+}
+
+// fnError is an error reworded for the SQL surface; it unwraps to the
+// original.
+type fnError struct {
+	msg string
+	err error
+}
+
+func (e *fnError) Error() string { return e.msg }
+func (e *fnError) Unwrap() error { return e.err }

@@ -252,11 +252,11 @@ func (a *avgmixAgg) releaseAsserted(req *avgmixRequest) (string, error) {
 	}
 	eps, delta := req.eps, req.delta
 	p.Calibrate = func(q float64, steps int) (float64, error) {
-		return accountant.CalibrateSubsampledSigma(q, steps, eps, delta)
+		return interruptible(a.c, fn, func() (float64, error) { return accountant.CalibrateSubsampledSigma(q, steps, eps, delta) })
 	}
 	plan, err := avgmix.NewPlan(req.noise, n, a.rows.D, req.k, p)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", fn, err)
+		return "", mechanismError(fn, err)
 	}
 	return a.charge(req, plan, plan.Mechanism, n, nil)
 }
@@ -315,11 +315,13 @@ func (a *avgmixAgg) releaseWithCount(req *avgmixRequest, nc *noisyCount) (string
 	}
 	eps, delta := req.eps, req.delta
 	p.Calibrate = func(q float64, steps int) (float64, error) {
-		return accountant.CalibrateSubsampledSigmaAfter(nc.mech, q, steps, eps, delta)
+		return interruptible(a.c, fn, func() (float64, error) {
+			return accountant.CalibrateSubsampledSigmaAfter(nc.mech, q, steps, eps, delta)
+		})
 	}
 	plan, err := avgmix.NewPlan(req.noise, n, a.rows.D, req.k, p)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", fn, err)
+		return "", mechanismError(fn, err)
 	}
 	mech, err := accountant.Composite(nc.mech, plan.Mechanism)
 	if err != nil {

@@ -3,9 +3,14 @@ package sqlfuncs
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/dpsql/dpsql/accountant"
@@ -23,10 +28,23 @@ type Conn struct {
 	sc     *sqlite3.SQLiteConn
 	handle unsafe.Pointer
 	path   string
+	runs   runCounter // statement runs started on the connection
 
 	mu    sync.Mutex
 	scope string
 	noise *release.Noise
+
+	// The charges committed during the statement execution exec, so that a
+	// later error in the same statement can say that they stand.
+	exec    execution
+	charged []committed
+}
+
+// committed is one charge a statement has committed.
+type committed struct {
+	fn string
+	id int64
+	mu float64
 }
 
 var conns sync.Map // *sqlite3.SQLiteConn -> *Conn
@@ -71,6 +89,9 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 	if err := c.canWriteLedger(fn); err != nil {
 		return accountant.Receipt{}, err
 	}
+	if interrupted(c.handle) {
+		return accountant.Receipt{}, fmt.Errorf("%s: the statement was interrupted; nothing was released or charged", fn)
+	}
 	l, err := c.ledger()
 	if err != nil {
 		return accountant.Receipt{}, fmt.Errorf("%s: %w", fn, err)
@@ -89,13 +110,144 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 			return more, err
 		}
 	}
-	r, err := l.Charge(context.Background(), accountant.Charge{
-		Scope: c.Scope(), Mechanism: m, Details: details, Query: runningSQL(c.handle),
+	exec := runningExecution(c.handle, c.runs)
+	charging.Add(1)
+	defer charging.Add(-1)
+	ctx, stop := c.untilInterrupted()
+	defer stop()
+	r, err := l.Charge(ctx, accountant.Charge{
+		Scope: c.Scope(), Mechanism: m, Details: details, Query: exec.sql,
 	}, release)
-	if err != nil && relErr == nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The interrupt cancelled the charge's transaction (waiting for the
+		// lock, or while a release was being written): it rolled back.
+		err = fmt.Errorf("%s: the statement was interrupted; the release was rolled back and nothing was charged", fn)
+	case err != nil && relErr == nil:
 		err = fmt.Errorf("%s: %w", fn, err)
 	}
+	if err == nil {
+		c.mu.Lock()
+		if exec != c.exec {
+			c.exec, c.charged = exec, nil
+		}
+		c.charged = append(c.charged, committed{fn: fn, id: r.ID, mu: r.Mu})
+		c.mu.Unlock()
+	}
 	return r, err
+}
+
+// interruptPoll is how often a charge in progress looks for an interrupt of
+// its statement (Ctrl-C, a cancelled context).
+const interruptPoll = 10 * time.Millisecond
+
+// untilInterrupted returns a context that is cancelled when the connection's
+// running statement is interrupted, so that a charge waiting for the write
+// lock, or a release being written, stops at once (its transaction rolls
+// back). stop ends the watch.
+func (c *Conn) untilInterrupted() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(interruptPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if interrupted(c.handle) {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { close(done); cancel() }
+}
+
+// interruptible runs f, a pure computation, in its own goroutine and returns
+// its result, or an error as soon as the connection's statement is
+// interrupted; f then finishes unobserved and its result is dropped. f must
+// not touch state shared with the connection (such as its noise stream).
+func interruptible[T any](c *Conn, fn string, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() { ch <- r }()
+		defer guard(fn, &r.err)
+		r.v, r.err = f()
+	}()
+	t := time.NewTicker(interruptPoll)
+	defer t.Stop()
+	for {
+		select {
+		case r := <-ch:
+			return r.v, r.err
+		case <-t.C:
+			if interrupted(c.handle) {
+				var zero T
+				return zero, errors.New("the statement was interrupted; nothing was released or charged")
+			}
+		}
+	}
+}
+
+// charging counts the charges in progress in this process.
+var charging atomic.Int64
+
+// Charging reports whether a charge is in progress in this process: waiting
+// for the database's write lock, checking the budget or writing a release.
+// The dpsql command uses it to explain a wait for another process's lock.
+func Charging() bool { return charging.Load() > 0 }
+
+// annotate adds to err, an error of a function call about to fail its
+// statement, the charges that earlier calls of the same statement execution
+// committed: they stand although the statement fails.
+func (c *Conn) annotate(err error) error {
+	if err == nil {
+		return nil
+	}
+	exec := runningExecution(c.handle, c.runs)
+	c.mu.Lock()
+	var charged []committed
+	if exec != (execution{}) && exec == c.exec {
+		charged = c.charged
+	}
+	c.mu.Unlock()
+	if len(charged) == 0 {
+		return err
+	}
+	return &fnError{msg: err.Error() + "; " + chargesNote(charged), err: err}
+}
+
+// chargesNote describes charges that stand: "this statement had already
+// committed 1 charge, which stands: ledger row 7 (dp_gaussian, mu = 0.1)".
+func chargesNote(cs []committed) string {
+	var b strings.Builder
+	n := "1 charge, which stands"
+	if len(cs) > 1 {
+		n = fmt.Sprintf("%d charges, which stand", len(cs))
+	}
+	fmt.Fprintf(&b, "this statement had already committed %s: ledger row", n)
+	if len(cs) > 1 {
+		b.WriteString("s")
+	}
+	for i, ch := range cs {
+		if i == 5 {
+			fmt.Fprintf(&b, " and %d more", len(cs)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " %d (%s, mu = %s)", ch.id, ch.fn, strconv.FormatFloat(ch.mu, 'g', 6, 64))
+	}
+	return b.String()
 }
 
 // canWriteLedger refuses when the ledger connection could not commit before

@@ -14,6 +14,8 @@ func FuzzDecodeOptions(f *testing.F) {
 	f.Add(`{"features":"f","label":"y","into":"s","m":2}`)
 	f.Add(`{"mu":"lots"}`)
 	f.Add(`[1,2]`)
+	f.Add(`{"m":20.0,"T":5e1,"classes":2.5}`)
+	f.Add(`{"m":-0.0,"T":1e400,"M":3}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		var o avgmixOptions
 		var so selectTopmOptions

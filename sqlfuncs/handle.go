@@ -6,6 +6,7 @@ package sqlfuncs
 // symbols are resolved at the final link, not when cgo links this package alone.
 #cgo linux LDFLAGS: -Wl,--unresolved-symbols=ignore-in-object-files
 #cgo darwin LDFLAGS: -Wl,-undefined,dynamic_lookup
+#include <stdlib.h>
 typedef struct sqlite3 sqlite3;
 typedef struct sqlite3_stmt sqlite3_stmt;
 extern int sqlite3_txn_state(sqlite3*, const char*);
@@ -13,6 +14,8 @@ extern sqlite3_stmt *sqlite3_next_stmt(sqlite3*, sqlite3_stmt*);
 extern int sqlite3_stmt_busy(sqlite3_stmt*);
 extern const char *sqlite3_sql(sqlite3_stmt*);
 extern int sqlite3_is_interrupted(sqlite3*);
+extern int sqlite3_stmt_status(sqlite3_stmt*, int, int);
+extern int sqlite3_trace_v2(sqlite3*, unsigned, int(*)(unsigned, void*, void*, void*), void*);
 
 static int dpsql_txn_state(void *db) { return sqlite3_txn_state((sqlite3*)db, 0); }
 static int dpsql_interrupted(void *db) { return sqlite3_is_interrupted((sqlite3*)db); }
@@ -22,6 +25,31 @@ static const char *dpsql_busy_sql(void *db) {
 		if (sqlite3_stmt_busy(s)) return sqlite3_sql(s);
 	}
 	return 0;
+}
+// dpsql_count_runs counts in *counter the statement runs that start on the
+// connection (SQLITE_TRACE_STMT, 0x01); a NULL counter stops counting.
+static int dpsql_count_run(unsigned t, void *ctx, void *p, void *x) {
+	(*(unsigned long long*)ctx)++;
+	return 0;
+}
+static int dpsql_count_runs(void *db, unsigned long long *counter) {
+	return sqlite3_trace_v2((sqlite3*)db, counter ? 0x01 : 0, counter ? dpsql_count_run : 0, counter);
+}
+static unsigned long long *dpsql_new_counter(void) { return calloc(1, sizeof(unsigned long long)); }
+
+// dpsql_busy_run identifies the running execution of the busy statement: its
+// address and how many times it has started running (SQLITE_STMTSTATUS_RUN,
+// counted when each run begins).
+static void dpsql_busy_run(void *db, void **stmt, int *run) {
+	sqlite3_stmt *s = 0;
+	*stmt = 0; *run = 0;
+	while ((s = sqlite3_next_stmt((sqlite3*)db, s)) != 0) {
+		if (sqlite3_stmt_busy(s)) {
+			*stmt = (void*)s;
+			*run = sqlite3_stmt_status(s, 7, 0); // 7: SQLITE_STMTSTATUS_RUN
+			return;
+		}
+	}
 }
 */
 import "C"
@@ -63,4 +91,60 @@ func runningSQL(h unsafe.Pointer) string {
 		return ""
 	}
 	return C.GoString(C.dpsql_busy_sql(h))
+}
+
+// runCounter counts the statement runs that start on a connection, through
+// SQLite's statement trace (which an application's own sqlite3_trace_v2, e.g.
+// go-sqlite3's SetTrace, would replace; the statement address and run count
+// in an execution still tell most runs apart then).
+type runCounter struct{ n *C.ulonglong }
+
+// countRuns starts counting on the connection h.
+func countRuns(h unsafe.Pointer) runCounter {
+	n := C.dpsql_new_counter()
+	if n == nil || C.dpsql_count_runs(h, n) != 0 {
+		C.free(unsafe.Pointer(n))
+		return runCounter{}
+	}
+	return runCounter{n}
+}
+
+// stop ends counting on h and frees the counter.
+func (r runCounter) stop(h unsafe.Pointer) {
+	if r.n != nil {
+		C.dpsql_count_runs(h, nil)
+		C.free(unsafe.Pointer(r.n))
+	}
+}
+
+func (r runCounter) value() uint64 {
+	if r.n == nil {
+		return 0
+	}
+	return uint64(*r.n)
+}
+
+// execution identifies one run of one statement: the connection's run count
+// when it started, the statement's address, its own run count, and its SQL
+// text.
+type execution struct {
+	seq  uint64
+	stmt uintptr
+	run  int
+	sql  string
+}
+
+// runningExecution returns the execution of the statement running on the
+// connection h; the zero value when none is running.
+func runningExecution(h unsafe.Pointer, runs runCounter) execution {
+	if h == nil {
+		return execution{}
+	}
+	var stmt unsafe.Pointer
+	var run C.int
+	C.dpsql_busy_run(h, &stmt, &run)
+	if stmt == nil {
+		return execution{}
+	}
+	return execution{seq: runs.value(), stmt: uintptr(stmt), run: int(run), sql: runningSQL(h)}
 }

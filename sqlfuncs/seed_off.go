@@ -17,3 +17,6 @@ func seededNoise(fn string, seed *uint64) (*release.Noise, error) {
 	}
 	return nil, nil
 }
+
+// seedOption reports whether the "seed" option works; it is false: a normal build refuses it.
+const seedOption = false

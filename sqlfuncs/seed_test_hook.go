@@ -11,3 +11,6 @@ func seededNoise(fn string, seed *uint64) (*release.Noise, error) {
 	}
 	return release.NewSeededNoise(*seed), nil
 }
+
+// seedOption reports whether the "seed" option works; it is true in test builds.
+const seedOption = true

@@ -306,7 +306,7 @@ func TestSelectTopmBadInput(t *testing.T) {
 		{"m = 0", "", strings.Replace(call, `'m',2`, `'m',0`, 1), `option "m" must lie in [1, d = 5]`, ""},
 		{"m > d", "", strings.Replace(call, `'m',2`, `'m',6`, 1), `option "m" must lie in [1, d = 5]`, ""},
 		{"m missing", "", strings.Replace(call, `'m',2,`, ``, 1), `option "m" (the number of features to keep, 1..d = 5) is required`, ""},
-		{"m not an integer", "", strings.Replace(call, `'m',2`, `'m',2.5`, 1), `option "m" must be a int`, ""},
+		{"m not an integer", "", strings.Replace(call, `'m',2`, `'m',2.5`, 1), `dp_select_topm: option "m" must be an integer, got 2.5`, ""},
 		{"one class only", "", strings.Replace(call, `'classes',2`, `'classes',1`, 1), `option "classes" must be at least 2`, ""},
 		{"classes missing", "", strings.Replace(call, `,'classes',2`, ``, 1), `option "classes" (the public number of classes K`, ""},
 		{"unknown option", "", strings.Replace(call, `'m',2`, `'m',2,'bogus',1`, 1), `unknown option "bogus"`, ""},

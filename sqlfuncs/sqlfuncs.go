@@ -11,7 +11,7 @@
 //	dp_scope()                                the scope this connection charges
 //	dp_budget_remaining([scope])              mu still available in the scope
 //	gdp_spend(mu [, note])                    record a spend made outside dpsql
-//	dp_gaussian(x, sensitivity, mu)           x + N(0, (sensitivity/mu)^2); x REAL or float32 BLOB
+//	dp_gaussian(x, sensitivity, mu)           x + N(0, (sensitivity/mu)^2); x a number, or a vector (float32 BLOB or JSON array TEXT; the result is a BLOB)
 //	dp_gaussian(x, sensitivity, epsilon, delta) the same, calibrated by the analytic Gaussian mechanism
 //	gdp_epsilon(mu, delta)                    epsilon of mu-GDP at delta
 //	gdp_delta(mu, epsilon)                    delta of mu-GDP at epsilon
@@ -21,6 +21,7 @@
 //	dp_cost_report(mechanism_json, delta)     the same beside the GDP (central-limit) figure, as JSON
 //	dp_epsilon([scope,] delta)                rigorous epsilon of everything a scope has spent
 //	dp_select_topm(table, options)            private top-m feature selection (DFS) and per-row noisy release of a whole base table into a new table, in rowid order
+//	dp_vec_sum(x, clip, mu)                   aggregate: sum of the rows' vectors, each clipped to L2 norm clip, + N(0, (clip/mu)^2) per coordinate
 //	dp_vec_select(x, indices_json)            NOT private: a plain projection of raw data (the coordinates indices of x), e.g. to apply a released selection to public rows; no noise, no charge
 //
 // Every noisy function is registered as non-deterministic, so SQLite never
@@ -36,6 +37,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/release"
@@ -58,6 +60,7 @@ func Register(sc *sqlite3.SQLiteConn, scope string) (*Conn, error) {
 	if c.handle == nil {
 		return nil, fmt.Errorf("dpsql: cannot reach the SQLite handle of this go-sqlite3 version")
 	}
+	c.runs = countRuns(c.handle)
 	type fn struct {
 		name string
 		impl func(args ...any) (any, error)
@@ -77,6 +80,11 @@ func Register(sc *sqlite3.SQLiteConn, scope string) (*Conn, error) {
 		{"dp_gaussian", wrap("dp_gaussian", c.dpGaussian), false},
 	}
 	for _, f := range fns {
+		impl := f.impl
+		f.impl = func(args ...any) (any, error) {
+			v, err := impl(args...)
+			return v, c.annotate(err)
+		}
 		if err := sc.RegisterFunc(f.name, f.impl, f.pure); err != nil {
 			return nil, fmt.Errorf("registering %s: %w", f.name, err)
 		}
@@ -102,7 +110,9 @@ func Forget(sc *sqlite3.SQLiteConn) error {
 	if !ok {
 		return nil
 	}
-	if c := v.(*Conn); c.path != "" {
+	c := v.(*Conn)
+	c.runs.stop(c.handle)
+	if c.path != "" {
 		return accountant.ReleaseLedger(c.path)
 	}
 	return nil
@@ -340,16 +350,19 @@ func (c *Conn) dpGaussian(args ...any) (any, error) {
 			return nil, err
 		}
 		scalar = []float64{x}
-	case []byte:
-		if args[0].([]byte) == nil {
-			return nil, argError(fn, "x", "must be a number or a float32 vector BLOB, got NULL")
+	case []byte, string:
+		if b, ok := args[0].([]byte); ok && b == nil {
+			return nil, argError(fn, "x", "must be a number or a vector (float32 BLOB or JSON array TEXT), got NULL")
+		}
+		if s, ok := args[0].(string); ok && !strings.HasPrefix(strings.TrimSpace(s), "[") {
+			return nil, argError(fn, "x", "must be a number or a vector (float32 BLOB or JSON array TEXT such as '[1, 2.5]'), got TEXT %q", abbreviateJSON([]byte(s)))
 		}
 		var err error
 		if vec, err = DecodeVector(args[0]); err != nil {
 			return nil, fmt.Errorf("%s: x: %w", fn, err)
 		}
 	default:
-		return nil, argError(fn, "x", "must be a number or a float32 vector BLOB, got %s", typeName(args[0]))
+		return nil, argError(fn, "x", "must be a number or a vector (float32 BLOB or JSON array TEXT), got %s", typeName(args[0]))
 	}
 	sens, err := positive(fn, "sensitivity", args[1])
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -73,9 +74,15 @@ with status 1 at the first broken row.`,
 	}
 }
 
+// errNothingToVerify is verifyLedger's answer for a database without a ledger.
+var errNothingToVerify = errors.New("this database has no dpsql ledger, so there is nothing to verify (create one with `dpsql init DB --mu 1` or SELECT dp_init(1.0))")
+
 func verifyLedger(ctx context.Context, db accountant.Queryer, w io.Writer) error {
 	n, err := accountant.Verify(ctx, db)
-	if err != nil {
+	switch {
+	case errors.Is(err, accountant.ErrNoLedger):
+		return errNothingToVerify
+	case err != nil:
 		return fmt.Errorf("ledger verification failed after %d good rows: %w", n, err)
 	}
 	fmt.Fprintf(w, "ledger OK: %d rows, chain intact\n", n)
@@ -126,13 +133,14 @@ func printAudit(ctx context.Context, db accountant.Queryer, p *printer, scope st
 	return p.Print(auditColumns, out)
 }
 
-// shortTime turns 2026-01-02T15:04:05.123456Z into 2026-01-02 15:04:05.
+// shortTime turns 2026-01-02T15:04:05.123456Z into 2026-01-02 15:04:05Z,
+// keeping the Z that says the time is UTC.
 func shortTime(at string) string {
 	t, err := time.Parse(time.RFC3339Nano, at)
 	if err != nil {
 		return at
 	}
-	return t.UTC().Format(time.DateTime)
+	return t.UTC().Format(time.DateTime + "Z")
 }
 
 // compactParams renders a mechanism description as "sensitivity=1 sigma=2",

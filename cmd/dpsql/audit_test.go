@@ -3,6 +3,7 @@ package main
 import (
 	"database/sql"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -24,13 +25,17 @@ func TestAuditList(t *testing.T) {
 	db := ledgerDB(t)
 	table := mustRun(t, "audit", db)
 	for _, want := range []string{
-		"| id | at                  | scope   | mechanism | mu   | params",
+		"| id | at                   | scope   | mechanism | mu   | params",
 		"| default | gaussian  |  0.5 | sensitivity=1 sigma=2 dim=1   | SELECT dp_gaussian(count(*), 1, 0… |",
 		"| b       | gaussian  | 0.25 | sensitivity=10 sigma=40 dim=1",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("audit table lacks %q:\n%s", want, table)
 		}
+	}
+	// The shortened time keeps the Z that says it is UTC.
+	if !regexp.MustCompile(`\|  1 \| 20\d\d-\d\d-\d\d \d\d:\d\d:\d\dZ \| default `).MatchString(table) {
+		t.Errorf("audit table times lack their Z:\n%s", table)
 	}
 
 	var rows []map[string]any

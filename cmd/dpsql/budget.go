@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
-	"database/sql"
+	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/spf13/cobra"
@@ -38,18 +40,33 @@ the number of ledger entries.`,
 	return cmd
 }
 
-var budgetColumns = []string{"scope", "mu_budget", "mu_spent", "mu_remaining", "delta", "epsilon_spent", "epsilon_rigorous", "epsilon_budget", "entries"}
-
-// printBudget prints dp_budget_status, one row per scope.
+// printBudget prints dp_budget_status, one row per scope, its columns in the
+// view's order; the table format adds, per scope, which epsilon binds.
 func printBudget(ctx context.Context, db accountant.Queryer, p *printer) error {
-	sts, err := accountant.ReadStatuses(ctx, db, "")
+	rows, err := db.QueryContext(ctx, `SELECT * FROM dp_budget_status ORDER BY scope`)
+	if err != nil {
+		if strings.Contains(err.Error(), "no such table") {
+			return accountant.ErrNoLedger
+		}
+		return err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
 	if err != nil {
 		return err
 	}
-	rows := make([][]any, 0, len(sts))
-	for _, s := range sts {
-		r := []any{s.Scope, s.MuBudget, s.MuSpent, s.MuRemaining, s.Delta, s.EpsilonSpent,
-			nullFloat(s.EpsilonRigorous), nullFloat(s.EpsilonBudget), s.Entries}
+	var out [][]any
+	var notes []string
+	for rows.Next() {
+		r := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range r {
+			ptrs[i] = &r[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		notes = append(notes, bindingNote(cols, r))
 		if p.format == FormatTable { // 6 significant digits read better; csv and json stay exact
 			for i, v := range r {
 				if f, ok := v.(float64); ok {
@@ -57,9 +74,45 @@ func printBudget(ctx context.Context, db accountant.Queryer, p *printer) error {
 				}
 			}
 		}
-		rows = append(rows, r)
+		out = append(out, r)
 	}
-	return p.Print(budgetColumns, rows)
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if err := p.Print(cols, out); err != nil {
+		return err
+	}
+	if p.format == FormatTable && len(notes) > 0 {
+		_, err = fmt.Fprintf(p.w, "which epsilon binds:\n%s", strings.Join(notes, ""))
+	}
+	return err
+}
+
+// bindingNote says which figure a scope's budget check compares: the GDP
+// epsilon_spent while every charge is Gaussian (mu composes exactly), else
+// epsilon_rigorous, the PLD accountant's upper bound.
+func bindingNote(cols []string, row []any) string {
+	get := func(name string) any {
+		if i := slices.Index(cols, name); i >= 0 {
+			return row[i]
+		}
+		return nil
+	}
+	scope := fmt.Sprint(get("scope"))
+	delta, _ := get("delta").(float64)
+	budget, ok := get("epsilon_budget").(float64)
+	if !ok {
+		mu, _ := get("mu_budget").(float64)
+		budget, _ = accountant.Epsilon(mu, delta)
+	}
+	target := fmt.Sprintf("at delta = %s against the budget's epsilon %s", humanFloat(delta), humanFloat(sigDigits(budget, 6)))
+	switch {
+	case get("entries") == int64(0):
+		return fmt.Sprintf("  %s: nothing spent yet; charges will be checked %s\n", scope, target)
+	case get("epsilon_rigorous") == nil:
+		return fmt.Sprintf("  %s: epsilon_spent (every charge is Gaussian, so mu composes exactly; its epsilon is checked %s)\n", scope, target)
+	}
+	return fmt.Sprintf("  %s: epsilon_rigorous (the scope holds subsampled or non-Gaussian charges; the PLD accountant's epsilon is checked %s)\n", scope, target)
 }
 
 // sigDigits rounds x to n significant digits.
@@ -69,11 +122,4 @@ func sigDigits(x float64, n int) float64 {
 		return x
 	}
 	return y
-}
-
-func nullFloat(f sql.NullFloat64) any {
-	if !f.Valid {
-		return nil
-	}
-	return f.Float64
 }

@@ -13,14 +13,25 @@ func TestBudget(t *testing.T) {
 
 	table := mustRun(t, "budget", db)
 	for _, want := range []string{
-		"| scope   | mu_budget | mu_spent | mu_remaining | delta | epsilon_spent | epsilon_rigorous | epsilon_budget | entries |",
-		"| default |         1 |        1 |            0 | 1e-05 |",
-		"|       2 |", // entries of default
-		"| eps     |  0.236704 |        0 |     0.236704 | 1e-06 |             0 |             NULL |              1 |       0 |",
+		// the columns of dp_budget_status, in the view's order
+		"| scope   | mu_budget | mu_spent | mu_remaining | epsilon_spent | delta | epsilon_budget | epsilon_rigorous | entries |",
+		"| default |         1 |        1 |            0 |       4.37718 | 1e-05 |           NULL |             NULL |       2 |",
+		"| eps     |  0.236704 |        0 |     0.236704 |             0 | 1e-06 |              1 |             NULL |       0 |",
+		"which epsilon binds:\n" +
+			"  default: epsilon_spent (every charge is Gaussian, so mu composes exactly; its epsilon is checked at delta = 1e-05 against the budget's epsilon 4.37718)\n" +
+			"  eps: nothing spent yet; charges will be checked at delta = 1e-06 against the budget's epsilon 1\n",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("budget table lacks %q:\n%s", want, table)
 		}
+	}
+
+	csv := mustRun(t, "budget", db, "-f", "csv")
+	if head := strings.SplitN(csv, "\n", 2)[0]; head != "scope,mu_budget,mu_spent,mu_remaining,epsilon_spent,delta,epsilon_budget,epsilon_rigorous,entries" {
+		t.Errorf("budget csv header %q is not the view's column order", head)
+	}
+	if strings.Contains(csv, "binds") {
+		t.Errorf("budget csv carries the table's note:\n%s", csv)
 	}
 
 	var st []map[string]any

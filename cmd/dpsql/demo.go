@@ -16,39 +16,54 @@ import (
 )
 
 func (m *Main) newDemoCmd() *cobra.Command {
-	return &cobra.Command{
+	var keep bool
+	cmd := &cobra.Command{
 		Use:   "demo [DB]",
 		Short: "A guided tour: budget, noisy queries, refusal, audit",
-		Long: `Build a database with a generated "patients" table, in a new temporary
-directory or at DB (which must not exist yet), and walk through a short session:
-create a budget, run noisy queries, watch the budget run out, and audit the
-ledger. The data are generated from a fixed seed; the noise is not.`,
+		Long: `Build a database with a generated "patients" table and walk through a short
+session: create a budget, run noisy queries, watch the budget run out, and audit
+the ledger. Without DB the database lives in a new temporary directory that is
+removed at the end unless --keep is given; DB (which must not exist yet) is
+kept. The data are generated from a fixed seed; the noise is not.`,
 		Args: nargs("[DB]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := ""
 			if len(args) == 1 {
-				path = args[0]
+				path := args[0]
 				if _, err := os.Lstat(path); err == nil {
 					return fmt.Errorf("demo: %s already exists; give a new path (the demo never overwrites a file)", path)
 				} else if !errors.Is(err, os.ErrNotExist) {
 					return err
 				}
-			} else {
-				dir, err := os.MkdirTemp("", "dpsql-demo-")
-				if err != nil {
-					return err
-				}
-				path = filepath.Join(dir, "demo.db")
+				return m.demo(cmd.Context(), cmd.OutOrStdout(), path, true)
 			}
-			return m.demo(cmd.Context(), cmd.OutOrStdout(), path)
+			dir, err := os.MkdirTemp("", "dpsql-demo-")
+			if err != nil {
+				return err
+			}
+			if !keep {
+				defer os.RemoveAll(dir)
+			}
+			return m.demo(cmd.Context(), cmd.OutOrStdout(), filepath.Join(dir, "demo.db"), keep)
 		},
 	}
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary directory and its database for exploring afterwards")
+	return cmd
+}
+
+// selfCommand is how the user ran this program, for the hints the demo
+// prints: "go run ./cmd/dpsql" when exe was built by go run (into a go-build
+// temporary directory that is gone afterwards), else "dpsql".
+func selfCommand(exe string) string {
+	if filepath.Base(exe) == "dpsql" && strings.Contains(filepath.ToSlash(exe), "/go-build") {
+		return "go run ./cmd/dpsql"
+	}
+	return "dpsql"
 }
 
 // demoPatients is the size of the demo table.
 const demoPatients = 10000
 
-func (m *Main) demo(ctx context.Context, w io.Writer, path string) error {
+func (m *Main) demo(ctx context.Context, w io.Writer, path string, keep bool) error {
 	if err := createPatients(ctx, path, demoPatients); err != nil {
 		return fmt.Errorf("demo: building %s: %w", path, err)
 	}
@@ -58,15 +73,21 @@ func (m *Main) demo(ctx context.Context, w io.Writer, path string) error {
 		return m.Run(ctx, args)
 	}
 
+	exe, _ := os.Executable()
+	self := selfCommand(exe)
+	kept := "removed at the end; to keep it, run: " + self + " demo --keep"
+	if keep {
+		kept = "kept: explore it afterwards with " + self + " shell"
+	}
 	say(`dpsql demo: differential privacy inside SQLite
-Database: %s (kept: explore it afterwards with dpsql shell)
+Database: %s (%s)
 
 The table patients holds %d generated people, one row each:
 id, age, sex, bmi, systolic_bp, diabetic. Differential privacy hides whether any
 one person is in the table: every answer carries random noise, and every noisy
 answer is first charged to a privacy budget, in a ledger inside the same file.
 
-`, path, demoPatients)
+`, path, kept, demoPatients)
 
 	say("1. Create a budget of mu = 1 (Gaussian DP) for the scope \"default\".\n")
 	if err := run("init", path, "--mu", "1", "--scope", "default"); err != nil {
@@ -158,9 +179,11 @@ answer is first charged to a privacy budget, in a ledger inside the same file.
 	if err := m.demoAnalyst(ctx, w, path); err != nil {
 		return err
 	}
-	say(`
-Next: dpsql shell %s   (then .help, .budget, or your own SQL)
-`, path)
+	if keep {
+		say("\nNext: %s shell %s   (then .help, .budget, or your own SQL)\n", self, path)
+	} else {
+		say("\nThe temporary database is removed now. To explore one afterwards: %s demo --keep\n", self)
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,7 @@ BLOB (the layout DP functions and sqlite-vec read), label an integer or NULL.
 
   csv  numeric columns are the features; the label column (--label-column, or a
        column named "label") holds integers; a non-numeric first row is a header.
+       Fields are separated by commas, or by --delimiter (e.g. ';' or tab).
   npy  float32, float64 or integer arrays; the first axis is the rows, the
        others are flattened in C order. --labels reads labels from a 1-D .npy.
   idx  MNIST-style unsigned-byte files (magic 0x00000803); --labels reads the
@@ -36,7 +38,9 @@ BLOB (the layout DP functions and sqlite-vec read), label an integer or NULL.
 
 Unsigned-byte data (idx, npy uint8) are scaled to [0, 1] unless --scale is
 given. Files may be gzip-compressed. The format is detected from the content
-unless --format is given. TABLE must not exist; the import is one transaction.`,
+unless --format is given. TABLE must be a new plain name (letters, digits and
+_, not starting with a digit, dp_ or sqlite_), the rule release tables follow;
+the import is one transaction.`,
 		Example: `  dpsql import mnist.db train train-images-idx3-ubyte.gz --labels train-labels-idx1-ubyte.gz
   dpsql import data.db points points.csv --label-column class
   dpsql import data.db emb embeddings.npy --labels classes.npy`,
@@ -44,8 +48,13 @@ unless --format is given. TABLE must not exist; the import is one transaction.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.db, o.table, o.file = args[0], args[1], args[2]
 			o.scaleSet = cmd.Flags().Changed("scale")
+			if !o.scaleSet {
+				o.scale = 1
+			}
 			start := time.Now()
+			stopWatch := watchLock(cmd.Context(), m.Stderr, o.db, true)
 			res, err := importFile(cmd.Context(), o)
+			stopWatch()
 			if err != nil {
 				return err
 			}
@@ -63,7 +72,8 @@ unless --format is given. TABLE must not exist; the import is one transaction.`,
 	fs.StringVar(&o.format, "format", "", "input format: csv, npy or idx (default: detected)")
 	fs.StringVar(&o.labelColumn, "label-column", "", `csv: the label column (name, or 0-based number without a header; "none" for no labels)`)
 	fs.StringVar(&o.labels, "labels", "", "npy, idx: file of labels, one per row")
-	fs.Float64Var(&o.scale, "scale", 1, "multiply every value by this (default 1/255 for unsigned bytes, else 1)")
+	fs.Float64Var(&o.scale, "scale", 0, "multiply every value by this (default: 1/255 for unsigned bytes, else 1)")
+	fs.StringVar(&o.delimiter, "delimiter", ",", `csv: the field delimiter, one character or "tab"`)
 	return cmd
 }
 
@@ -74,6 +84,7 @@ type importOptions struct {
 	labels          string
 	scale           float64
 	scaleSet        bool
+	delimiter       string
 }
 
 type importResult struct {
@@ -138,7 +149,14 @@ type rowSource struct {
 
 func importFile(ctx context.Context, o importOptions) (importResult, error) {
 	var res importResult
-	if err := checkTableName(o.table); err != nil {
+	if err := sqlfuncs.CheckTableName(o.table); err != nil {
+		return res, usagef("import: %v", err)
+	}
+	if o.scaleSet && (math.IsNaN(o.scale) || math.IsInf(o.scale, 0) || o.scale == 0) {
+		return res, usagef("import: --scale must be a finite number other than 0, got %v", o.scale)
+	}
+	comma, err := parseDelimiter(o.delimiter)
+	if err != nil {
 		return res, usagef("import: %v", err)
 	}
 	in, err := openInput(o.file)
@@ -153,10 +171,13 @@ func importFile(ctx context.Context, o importOptions) (importResult, error) {
 	if res.format == "csv" && o.labels != "" {
 		return res, usagef("import: --labels is for npy and idx files; a CSV file holds its labels in a column (--label-column)")
 	}
+	if res.format != "csv" && comma != ',' {
+		return res, usagef("import: --delimiter is for CSV files; this one is %s", res.format)
+	}
 	if res.format != "csv" && o.labelColumn != "" {
 		return res, usagef("import: --label-column is for CSV files; use --labels FILE for %s", res.format)
 	}
-	src, err := openSource(res.format, in, o)
+	src, err := openSource(res.format, in, o, comma)
 	if err != nil {
 		return res, fmt.Errorf("import %s: %w", o.file, err)
 	}
@@ -285,7 +306,7 @@ func decodeBatches(ctx context.Context, src rowSource, out chan<- *rowBatch, fre
 	}
 }
 
-func openSource(format string, in *input, o importOptions) (rowSource, error) {
+func openSource(format string, in *input, o importOptions, comma rune) (rowSource, error) {
 	var src rowSource
 	scale := func(bytes bool) float64 {
 		if o.scaleSet || !bytes {
@@ -295,7 +316,7 @@ func openSource(format string, in *input, o importOptions) (rowSource, error) {
 	}
 	switch format {
 	case "csv":
-		c, err := readCSV(in.r, o.labelColumn)
+		c, err := readCSV(in.r, o.labelColumn, comma)
 		if err != nil {
 			return src, err
 		}
@@ -404,21 +425,6 @@ func readLabels(path string, n int) ([]int64, error) {
 		return nil, fmt.Errorf("labels %s: %d labels for %d rows", path, len(labels), n)
 	}
 	return labels, nil
-}
-
-func checkTableName(name string) error {
-	low := strings.ToLower(name)
-	switch {
-	case name == "":
-		return errors.New("the table name is empty")
-	case strings.HasPrefix(low, "sqlite_"):
-		return fmt.Errorf("table names starting with sqlite_ are reserved by SQLite: %q", name)
-	case strings.HasPrefix(low, "dp_"):
-		return fmt.Errorf("table names starting with dp_ are reserved for dpsql's ledger: %q", name)
-	case strings.ContainsRune(name, 0):
-		return errors.New("the table name contains a NUL byte")
-	}
-	return nil
 }
 
 // quoteIdent quotes an SQL identifier.

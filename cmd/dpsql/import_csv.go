@@ -8,6 +8,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // csvReader reads numeric CSV row by row: every column but the label column
@@ -24,9 +26,10 @@ type csvReader struct {
 
 // readCSV starts reading CSV. labelColumn names the label column (or, without
 // a header, gives its 0-based index); "" picks a column named "label" if the
-// header has one, "none" means no labels.
-func readCSV(r io.Reader, labelColumn string) (*csvReader, error) {
+// header has one, "none" means no labels. comma is the field delimiter.
+func readCSV(r io.Reader, labelColumn string, comma rune) (*csvReader, error) {
 	cr := csv.NewReader(r)
+	cr.Comma = comma
 	cr.ReuseRecord = true
 	cr.TrimLeadingSpace = true
 	first, err := cr.Read()
@@ -146,6 +149,21 @@ func (c *csvReader) colName(i int) string {
 		return strconv.Quote(c.header[i])
 	}
 	return strconv.Itoa(i)
+}
+
+// parseDelimiter reads the --delimiter flag: one character, or "tab".
+func parseDelimiter(s string) (rune, error) {
+	switch strings.ToLower(s) {
+	case "", ",":
+		return ',', nil
+	case "tab", `\t`:
+		return '\t', nil
+	}
+	r := []rune(s)
+	if len(r) != 1 || r[0] == '"' || r[0] == '\r' || r[0] == '\n' || r[0] == utf8.RuneError || unicode.IsDigit(r[0]) || r[0] == '.' || r[0] == '-' || r[0] == '+' {
+		return 0, fmt.Errorf("--delimiter must be one character that cannot occur in a number (e.g. ';', '|' or tab), got %q", s)
+	}
+	return r[0], nil
 }
 
 // parseLabel reads an integer label; "3.0" is accepted as 3.

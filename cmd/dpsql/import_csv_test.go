@@ -10,7 +10,7 @@ import (
 
 func readAllCSV(t *testing.T, in, labelColumn string) ([][]float32, []int64, *csvReader) {
 	t.Helper()
-	c, err := readCSV(strings.NewReader(in), labelColumn)
+	c, err := readCSV(strings.NewReader(in), labelColumn, ',')
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestReadCSVErrors(t *testing.T) {
 		{"bare quote", "a,b\n1,\"2\n", "", "extraneous or missing \" in quoted-field"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := readCSV(strings.NewReader(tc.in), tc.label)
+			c, err := readCSV(strings.NewReader(tc.in), tc.label, ',')
 			for err == nil {
 				_, err = c.ReadRow(make([]float32, c.Dim()))
 			}
@@ -92,7 +92,7 @@ func FuzzReadCSV(f *testing.F) {
 	f.Add("a,\"b\"\"\",c\n1,2,3\n", "c")
 	f.Add("1e38,-1e-45,0x1p-2\n", "none")
 	f.Fuzz(func(t *testing.T, in, label string) {
-		c, err := readCSV(strings.NewReader(in), label)
+		c, err := readCSV(strings.NewReader(in), label, ',')
 		if err != nil {
 			return
 		}

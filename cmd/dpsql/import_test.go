@@ -154,19 +154,23 @@ func TestImportRefusals(t *testing.T) {
 	csvFile := writeFile(t, "p.csv", "1,2\n")
 	mustRun(t, "import", db, "p", csvFile)
 	mustFail(t, 1, "already has a table (or index, view) named P", "import", db, "P", csvFile)
-	mustFail(t, 2, "reserved for dpsql's ledger", "import", db, "dp_ledger", csvFile)
-	mustFail(t, 2, "reserved by SQLite", "import", db, "sqlite_x", csvFile)
+	// The rule of a release's "into": a plain name, not dp_ or sqlite_.
+	for _, tc := range []struct{ name, want string }{
+		{"dp_ledger", `dpsql: import: "dp_ledger": table names starting with dp_ or sqlite_ are reserved` + "\n"},
+		{"sqlite_x", `dpsql: import: "sqlite_x": table names starting with dp_ or sqlite_ are reserved` + "\n"},
+		{`odd "name"`, `dpsql: import: "odd \"name\"" is not a plain table name: use letters, digits and _, not starting with a digit (at most 128 characters)` + "\n"},
+		{"1abc", `dpsql: import: "1abc" is not a plain table name: use letters, digits and _, not starting with a digit (at most 128 characters)` + "\n"},
+	} {
+		if r := run(t, "", "import", db, tc.name, csvFile); r.code != 2 || r.stderr != tc.want {
+			t.Errorf("import into %q: exit %d, stderr %q; want 2, %q", tc.name, r.code, r.stderr, tc.want)
+		}
+	}
 	mustFail(t, 2, "--labels is for npy and idx files", "import", db, "q", csvFile, "--labels", csvFile)
 	mustFail(t, 2, "--label-column is for CSV files", "import", db, "q", writeBytes(t, "a.npy", npyBytes("<f4", []int{1, 1}, []byte{0, 0, 0, 0})), "--label-column", "x")
 	mustFail(t, 2, `unknown input format "xls"`, "import", db, "q", csvFile, "--format", "xls")
 	mustFail(t, 1, "no such file or directory", "import", db, "q", filepath.Join(t.TempDir(), "missing.csv"))
 	mustFail(t, 1, `line 2, column "b"`, "import", db, "q", writeFile(t, "bad.csv", "a,b\n1,zz\n"))
 	mustFail(t, 2, "missing TABLE FILE", "import", db)
-	// A table name needing quotes works.
-	mustRun(t, "import", db, `odd "name"`, csvFile)
-	if got := readTable(t, db, `odd "name"`); len(got) != 1 {
-		t.Fatalf("quoted table: %v", got)
-	}
 }
 
 // mnistSized writes a 60000 x 784 input of the given format, MNIST-like:

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/sqlfuncs"
@@ -27,7 +29,7 @@ later: create a new scope instead.`,
 			case hasMu && hasEps:
 				return usagef("init: give the budget as --mu or as --epsilon with --delta, not both")
 			case !hasMu && !hasEps:
-				return usagef("init: no budget given: use --mu MU (e.g. --mu 1) or --epsilon E --delta D")
+				return usagef("init: no budget given: use --mu MU (e.g. --mu 1) or --epsilon E --delta D%s", ignoredBudgetVars())
 			case hasEps && !hasDelta:
 				return usagef("init: --epsilon needs --delta (e.g. --epsilon 2 --delta 1e-5)")
 			}
@@ -45,7 +47,10 @@ later: create a new scope instead.`,
 				return err
 			}
 			defer db.Close()
-			if err := accountant.Init(ctx, db, b); err != nil {
+			stopWatch := watchLock(ctx, m.Stderr, args[0], true)
+			err = accountant.Init(ctx, db, b)
+			stopWatch()
+			if err != nil {
 				return fmt.Errorf("init %s: %w", args[0], err)
 			}
 			w := cmd.OutOrStdout()
@@ -66,11 +71,26 @@ later: create a new scope instead.`,
 	}
 	fs := cmd.Flags()
 	fs.Float64Var(&mu, "mu", 0, "budget in Gaussian DP (mu-GDP)")
-	fs.Float64Var(&epsilon, "epsilon", 0, "budget epsilon, with --delta")
-	fs.Float64Var(&delta, "delta", 1e-5, "delta: the budget's delta with --epsilon; with --mu, where epsilon is reported")
+	fs.Float64Var(&epsilon, "epsilon", 0, "budget epsilon; give --delta with it (the default delta of 1e-05 applies only with --mu)")
+	fs.Float64Var(&delta, "delta", 1e-5, "the budget's delta, where epsilon is reported and checked (required with --epsilon)")
 	fs.StringP("scope", "s", sqlfuncs.DefaultScope, "name of the budget scope")
 	configured(cmd, "scope")
 	return cmd
+}
+
+// ignoredBudgetVars names DPSQL_MU, DPSQL_EPSILON or DPSQL_DELTA when one is
+// set: budgets come only from flags, so the variable was not used.
+func ignoredBudgetVars() string {
+	var set []string
+	for _, k := range budgetKeys {
+		if v := "DPSQL_" + strings.ToUpper(k); os.Getenv(v) != "" {
+			set = append(set, v)
+		}
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%s is ignored: budgets come only from the command line)", strings.Join(set, " and "))
 }
 
 // short prints a figure with 4 significant digits, for narration.

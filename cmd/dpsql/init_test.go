@@ -48,7 +48,7 @@ func TestInitEpsilon(t *testing.T) {
 		}
 	}
 	out = mustRun(t, "budget", path, "-f", "csv")
-	if !strings.Contains(out, "analysis,0.50155") || !strings.Contains(out, ",2,0\n") {
+	if !strings.Contains(out, "analysis,0.50155") || !strings.Contains(out, ",0.00001,2,,0\n") {
 		t.Fatalf("budget after init --epsilon:\n%s", out)
 	}
 }
@@ -78,7 +78,7 @@ func TestInitErrors(t *testing.T) {
 		{"mu must be a positive finite number, got -1", []string{"--mu", "-1"}},
 		{"mu must be a positive finite number, got NaN", []string{"--mu", "NaN"}},
 		{"mu must be a positive finite number, got 0", []string{"--mu", "0"}},
-		{`invalid argument "abc" for "--mu"`, []string{"--mu", "abc"}},
+		{`dpsql: --mu: "abc" is not a number (see 'dpsql help init')` + "\n", []string{"--mu", "abc"}},
 		{"delta must lie strictly between 0 and 1, got 2", []string{"--mu", "1", "--delta", "2"}},
 		{"epsilon must be a positive finite number, got -3", []string{"--epsilon", "-3", "--delta", "1e-5"}},
 		{"scope name must not be empty", []string{"--mu", "1", "--scope", ""}},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"database/sql"
 	"encoding/base64"
 	"encoding/csv"
@@ -9,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
@@ -142,11 +145,15 @@ type tableSink struct {
 	cols    []string
 	rows    []table.Row
 	textCol []bool // a column holding anything but numbers and NULL
+	record  []any  // the first row's values when one holds a JSON object
 }
 
 func (s *tableSink) Row(vals []any) error {
 	if s.textCol == nil {
 		s.textCol = make([]bool, len(s.cols))
+	}
+	if len(s.rows) == 0 && slices.ContainsFunc(vals, func(v any) bool { return jsonObject(v) != nil }) {
+		s.record = slices.Clone(vals)
 	}
 	r := make(table.Row, len(vals))
 	for i, v := range vals {
@@ -162,6 +169,9 @@ func (s *tableSink) Row(vals []any) error {
 }
 
 func (s *tableSink) Close() error {
+	if len(s.rows) == 1 && s.record != nil {
+		return s.printRecord()
+	}
 	t := table.NewWriter()
 	style := table.StyleDefault
 	style.Format.Header = text.FormatDefault
@@ -185,6 +195,78 @@ func (s *tableSink) Close() error {
 	}
 	_, err := io.WriteString(s.w, out+"\n")
 	return err
+}
+
+// printRecord prints a one-row result holding a JSON object (a release's
+// summary) as a record, one field a line:
+//
+//	dp_avgmix(...)
+//	  into     released
+//	  rows     60000
+func (s *tableSink) printRecord() error {
+	var b strings.Builder
+	for i, v := range s.record {
+		fields := jsonObject(v)
+		if fields == nil {
+			fmt.Fprintf(&b, "%s: %s\n", s.cols[i], tableCell(v))
+			continue
+		}
+		fmt.Fprintf(&b, "%s\n", s.cols[i])
+		width := 0
+		for _, f := range fields {
+			width = max(width, utf8.RuneCountInString(f.key))
+		}
+		for _, f := range fields {
+			fmt.Fprintf(&b, "  %-*s  %s\n", width, f.key, f.value)
+		}
+	}
+	_, err := io.WriteString(s.w, b.String())
+	return err
+}
+
+type jsonField struct{ key, value string }
+
+// jsonObject returns the fields of v, in their order, when v is TEXT holding
+// a JSON object; nil otherwise. Numbers are shown as humanFloat shows them,
+// strings without quotes, arrays and objects as compact JSON.
+func jsonObject(v any) []jsonField {
+	s, ok := v.(string)
+	if !ok || !strings.HasPrefix(strings.TrimSpace(s), "{") || !json.Valid([]byte(s)) {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.Token() // {
+	fields := []jsonField{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		k, _ := t.(string)
+		var val json.RawMessage
+		if dec.Decode(&val) != nil {
+			return nil
+		}
+		var out string
+		var x any
+		_ = json.Unmarshal(val, &x)
+		switch x := x.(type) {
+		case float64:
+			out = humanFloat(x)
+		case string:
+			out = x
+		case nil:
+			out = "NULL"
+		default:
+			var c bytes.Buffer
+			if json.Compact(&c, val) != nil {
+				return nil
+			}
+			out = c.String()
+		}
+		fields = append(fields, jsonField{k, out})
+	}
+	return fields
 }
 
 type csvSink struct {
@@ -224,6 +306,10 @@ func (s *jsonSink) Row(vals []any) error {
 		}
 		b = append(b, s.keys[i]...)
 		b = append(b, ": "...)
+		if jsonObject(v) != nil { // a JSON object (a release's summary) nests
+			b = append(b, strings.TrimSpace(v.(string))...)
+			continue
+		}
 		b = appendJSON(b, v)
 	}
 	b = append(b, '}')

@@ -9,7 +9,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/dpsql/dpsql/accountant"
 	"github.com/spf13/cobra"
 )
 
@@ -70,20 +69,11 @@ type session struct {
 }
 
 // openSession opens an existing database file; a non-empty scope must exist
-// when the file has a ledger.
+// when the file has a ledger (ext.OpenScope checks).
 func (m *Main) openSession(ctx context.Context, path, scope string) (*session, error) {
 	db, err := openDB(ctx, path, scope, false)
 	if err != nil {
 		return nil, err
-	}
-	if scope != "" {
-		if _, err := accountant.ReadStatus(ctx, db, scope); err != nil && !errors.Is(err, accountant.ErrNoLedger) {
-			db.Close()
-			if errors.Is(err, accountant.ErrUnknownScope) {
-				return nil, fmt.Errorf("%s has no budget scope %q (create it with `dpsql init %s --scope %s --mu 1`)", path, scope, path, scope)
-			}
-			return nil, err
-		}
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -129,6 +119,8 @@ func (s *session) Run(ctx context.Context, stmt string, p *printer) error {
 		task.Set(fmt.Sprintf("%s: %d/%d rows (%.0f%%)", fn, done, total, 100*float64(done)/float64(max(total, 1))))
 	})
 	defer sqlfuncs.SetProgress(nil)
+	stopWatch := watchLock(ctx, s.m.Stderr, s.path, !readOnlyStatement(stmt))
+	defer stopWatch()
 	rows, err := s.conn.QueryContext(ctx, stmt)
 	if err != nil {
 		return sqlError(ctx, err)

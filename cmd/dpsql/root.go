@@ -9,25 +9,23 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
+	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/sqlfuncs"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 )
 
 // Main is the dpsql program. Its fields are what a test replaces; Run executes
 // one command line in-process.
 //
-// Configuration: the settings marked "(config)" in a command's help come, in
-// increasing precedence, from the flag's default, a YAML config file, DPSQL_*
-// environment variables (DPSQL_FORMAT, DPSQL_SCOPE, DPSQL_HISTORY, ...) and the
-// command-line flag. The config file is --config, else $DPSQL_CONFIG, else
-// ./dpsql.yaml if present, else $XDG_CONFIG_HOME/dpsql/config.yaml if present.
-// Budgets (--mu, --epsilon, --delta) come only from flags: a budget is never
-// set by a stray file or variable.
+// Configuration is described once, in configHelp (shown by "dpsql help").
 type Main struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -65,6 +63,15 @@ func (m *Main) Exec(ctx context.Context, args []string) int {
 	err := m.Run(ctx, args)
 	if err == nil {
 		return 0
+	}
+	// cobra reports an unknown command as a plain error.
+	if msg := err.Error(); strings.HasPrefix(msg, "unknown command ") {
+		msg, more, _ := strings.Cut(msg, "\n")
+		msg = strings.TrimSuffix(msg, ` for "dpsql"`)
+		if _, sugg, ok := strings.Cut(more, "Did you mean this?"); ok {
+			msg += "; did you mean " + strings.Join(strings.Fields(sugg), " or ") + "?"
+		}
+		err = usagef("%s (run 'dpsql help' for the list of commands)", msg)
 	}
 	m.PrintError(err)
 	var ue *usageError
@@ -106,7 +113,9 @@ func (m *Main) newRoot() *cobra.Command {
 		Long: `dpsql answers SQL queries over a SQLite file with differential privacy: DP
 functions (dp_gaussian, ...) add calibrated noise, and every release is charged
 to a privacy budget recorded in an append-only, hash-chained ledger inside the
-same file. New here? Run "dpsql demo".`,
+same file. New here? Run "dpsql demo".
+
+` + configHelp,
 		Version:       sqlfuncs.Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -119,14 +128,64 @@ same file. New here? Run "dpsql demo".`,
 			return m.configure(cmd)
 		},
 	}
-	root.PersistentFlags().StringVar(&m.configFile, "config", "", "config file (default ./dpsql.yaml or $XDG_CONFIG_HOME/dpsql/config.yaml)")
+	root.PersistentFlags().StringVar(&m.configFile, "config", "", "config file (default: $DPSQL_CONFIG, else ./dpsql.yaml, else $XDG_CONFIG_HOME/dpsql/config.yaml)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usagef("%v (see 'dpsql help %s')", err, c.Name())
+		return usagef("%v (see 'dpsql help %s')", flagError(err), strings.TrimPrefix(c.CommandPath(), "dpsql "))
 	})
 	root.AddCommand(m.newProtectCmd(), m.newUnprotectCmd())
 	root.AddCommand(m.newInitCmd(), m.newQueryCmd(), m.newBudgetCmd(), m.newAuditCmd(),
-		m.newShellCmd(), m.newDemoCmd(), m.newImportCmd())
+		m.newShellCmd(), m.newDemoCmd(), m.newImportCmd(), m.newVersionCmd())
 	return root
+}
+
+// configHelp documents the configuration; it closes "dpsql help".
+const configHelp = `Configuration:
+  format, scope and history (the flags marked "config:" in a command's help)
+  come, in increasing precedence, from the flag's default, a YAML config file,
+  the environment variables DPSQL_FORMAT, DPSQL_SCOPE and DPSQL_HISTORY, and the
+  command-line flag. The config file is --config FILE, else $DPSQL_CONFIG, else
+  ./dpsql.yaml, else $XDG_CONFIG_HOME/dpsql/config.yaml (the first that exists).
+  A key the config file does not know is an error. Budgets (--mu, --epsilon,
+  --delta) come only from the command line: no file or variable sets a budget.`
+
+// configKeys are the settings a config file may hold.
+var configKeys = []string{"format", "scope", "history"}
+
+// budgetKeys are settings that only flags give; a config file holding one is
+// refused with an explanation.
+var budgetKeys = []string{"mu", "epsilon", "delta"}
+
+// flagError rewords pflag's errors about a flag's value without Go's
+// internals: "--mu: \"abc\" is not a number" rather than
+// "invalid argument ... strconv.ParseFloat: parsing \"abc\": invalid syntax".
+func flagError(err error) error {
+	var ive *pflag.InvalidValueError
+	if !errors.As(err, &ive) {
+		return err
+	}
+	f := ive.GetFlag()
+	want := "a valid value"
+	switch f.Value.Type() {
+	case "float64", "float32":
+		want = "a number"
+	case "int", "int64", "int32", "uint", "uint64":
+		want = "a whole number"
+	case "bool":
+		want = "true or false"
+	}
+	return fmt.Errorf("--%s: %q is not %s", f.Name, ive.GetValue(), want)
+}
+
+func (m *Main) newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print dpsql's version",
+		Args:  nargs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "dpsql version %s (%s, %s/%s)\n", sqlfuncs.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return err
+		},
+	}
 }
 
 // configured marks the flags of cmd that viper may also set from the config
@@ -161,6 +220,9 @@ func (m *Main) configure(cmd *cobra.Command) error {
 		if err := v.ReadInConfig(); err != nil {
 			return fmt.Errorf("reading config file %s: %w", path, err)
 		}
+		if err := checkConfigKeys(path, v.AllKeys()); err != nil {
+			return err
+		}
 	}
 	if names := cmd.Annotations["viper"]; names != "" {
 		for _, n := range strings.Split(names, ",") {
@@ -170,6 +232,20 @@ func (m *Main) configure(cmd *cobra.Command) error {
 		}
 	}
 	m.v = v
+	return nil
+}
+
+// checkConfigKeys refuses keys a config file cannot set.
+func checkConfigKeys(path string, keys []string) error {
+	for _, k := range keys {
+		switch {
+		case slices.Contains(configKeys, k):
+		case slices.Contains(budgetKeys, k):
+			return fmt.Errorf("config file %s: %q cannot be set in a config file: budgets are given only on the command line (--mu, or --epsilon and --delta)", path, k)
+		default:
+			return fmt.Errorf("config file %s: unknown key %q (known keys: %s)", path, k, strings.Join(configKeys, ", "))
+		}
+	}
 	return nil
 }
 
@@ -217,9 +293,9 @@ func nargs(names ...string) cobra.PositionalArgs {
 		}
 		switch {
 		case len(args) < min:
-			return usagef("%s: missing %s (usage: %s)", cmd.CommandPath(), strings.Join(names[len(args):min], " "), cmd.UseLine())
+			return usagef("%s: missing %s (usage: %s)", strings.TrimPrefix(cmd.CommandPath(), "dpsql "), strings.Join(names[len(args):min], " "), cmd.UseLine())
 		case len(args) > len(names):
-			return usagef("%s: too many arguments: %q (usage: %s)", cmd.CommandPath(), args[len(names):], cmd.UseLine())
+			return usagef("%s: too many arguments: %q (usage: %s)", strings.TrimPrefix(cmd.CommandPath(), "dpsql "), args[len(names):], cmd.UseLine())
 		}
 		return nil
 	}
@@ -242,5 +318,9 @@ func openDB(ctx context.Context, path, scope string, create bool) (*sql.DB, erro
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	}
-	return ext.OpenScope(ctx, path, scope)
+	db, err := ext.OpenScope(ctx, path, scope)
+	if errors.Is(err, accountant.ErrUnknownScope) {
+		return nil, fmt.Errorf("%s has no budget scope %q (create it with `dpsql init %s --scope %s --mu 1`)", path, scope, path, scope)
+	}
+	return db, err
 }

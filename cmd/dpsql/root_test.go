@@ -11,6 +11,10 @@ import (
 
 // TestMain isolates the tests from the user's configuration and history.
 func TestMain(m *testing.M) {
+	if path := os.Getenv("DPSQL_TEST_HOLD_LOCK"); path != "" {
+		holdWriteLock(path) // the other process of TestLockWaitMessage
+		os.Exit(0)
+	}
 	home, err := os.MkdirTemp("", "dpsql-test-home-")
 	if err != nil {
 		panic(err)
@@ -89,7 +93,7 @@ func TestHelpAndVersion(t *testing.T) {
 
 func TestUsageErrors(t *testing.T) {
 	db := newDB(t)
-	mustFail(t, 1, `unknown command "nosuch"`, "nosuch")
+	mustFail(t, 2, `unknown command "nosuch"`, "nosuch")
 	mustFail(t, 2, "unknown flag: --nosuch", "budget", db, "--nosuch")
 	mustFail(t, 2, "missing DB", "budget")
 	mustFail(t, 2, "too many arguments", "budget", db, "extra")
@@ -171,7 +175,16 @@ func TestConfigPrecedence(t *testing.T) {
 func TestBudgetNotFromConfig(t *testing.T) {
 	cfg := writeFile(t, "cfg.yaml", "mu: 5\nscope: fromfile\n")
 	db := filepath.Join(t.TempDir(), "x.db")
-	mustFail(t, 2, "no budget given", "init", db, "--config", cfg)
+	r := run(t, "", "init", db, "--config", cfg, "--mu", "1")
+	if want := "dpsql: config file " + cfg + ": \"mu\" cannot be set in a config file: budgets are given only on the command line (--mu, or --epsilon and --delta)\n"; r.code != 1 || r.stderr != want {
+		t.Fatalf("config file with a budget: exit %d, stderr %q; want 1, %q", r.code, r.stderr, want)
+	}
+	cfg = writeFile(t, "cfg.yaml", "scope: fromfile\n")
+	t.Setenv("DPSQL_MU", "5")
+	r = run(t, "", "init", db, "--config", cfg)
+	if want := "dpsql: init: no budget given: use --mu MU (e.g. --mu 1) or --epsilon E --delta D (DPSQL_MU is ignored: budgets come only from the command line)\n"; r.code != 2 || r.stderr != want {
+		t.Fatalf("DPSQL_MU: exit %d, stderr %q; want 2, %q", r.code, r.stderr, want)
+	}
 	out := mustRun(t, "init", db, "--config", cfg, "--mu", "1")
 	if !strings.Contains(out, `scope "fromfile"`) {
 		t.Fatalf("scope from the config file not used: %q", out)

@@ -49,9 +49,14 @@ of them failed.`,
 			sh.interactive = isTerminal(in)
 			var lr lineReader
 			if sh.interactive {
+				hist := historyPath(m.str(cmd, "history"))
+				if err := prepareHistory(hist); err != nil {
+					fmt.Fprintf(sh.errw, "dpsql: history not kept: %v\n", err)
+					hist = ""
+				}
 				rl, err := readline.NewEx(&readline.Config{
 					Prompt:                 promptFirst,
-					HistoryFile:            historyPath(m.str(cmd, "history")),
+					HistoryFile:            hist,
 					DisableAutoSaveHistory: true,
 					HistorySearchFold:      true,
 					InterruptPrompt:        "^C",
@@ -134,6 +139,29 @@ func (p *plainReader) ReadLine(string) (string, error) {
 
 func (*plainReader) AddHistory(string) {}
 func (*plainReader) Close() error      { return nil }
+
+// prepareHistory creates the history file readable by its owner only (mode
+// 0600: it holds every statement typed, literals included), and narrows the
+// mode of an existing one that others could read; the line editor would
+// create it with mode 0666 minus the umask. "" means no history.
+func prepareHistory(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return f.Chmod(st.Mode().Perm() & 0o700)
+	}
+	return nil
+}
 
 // historyPath expands a leading ~ to the home directory.
 func historyPath(p string) string {

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// readmeBlock is one ```sh or ```bash block of README.md.
+type readmeBlock struct {
+	line    int    // line of the opening fence, counting from 1
+	section string // the heading above it
+	shell   string // "sh" or "bash"
+	text    string
+}
+
+func (b readmeBlock) name() string {
+	return fmt.Sprintf("README.md:%d (%s)", b.line, b.section)
+}
+
+// userHome and userCacheHome are the environment's before TestMain points
+// HOME at a temporary directory.
+var userHome, userCacheHome = os.Getenv("HOME"), os.Getenv("XDG_CACHE_HOME")
+
+var fenceRE = regexp.MustCompile("^```([A-Za-z0-9_+-]*)\\s*$")
+
+// readmeBlocks extracts the shell blocks of a Markdown text, in order.
+func readmeBlocks(md string) ([]readmeBlock, error) {
+	var blocks []readmeBlock
+	var cur *readmeBlock
+	inFence := false
+	section := "top"
+	sc := bufio.NewScanner(strings.NewReader(md))
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		m := fenceRE.FindStringSubmatch(line)
+		switch {
+		case !inFence && m != nil:
+			inFence = true
+			if m[1] == "sh" || m[1] == "bash" {
+				cur = &readmeBlock{line: n, section: section, shell: m[1]}
+			}
+		case inFence && line == "```":
+			inFence = false
+			if cur != nil {
+				blocks = append(blocks, *cur)
+				cur = nil
+			}
+		case inFence && cur != nil:
+			cur.text += line + "\n"
+		case !inFence && strings.HasPrefix(line, "#"):
+			section = strings.TrimSpace(strings.TrimLeft(line, "#"))
+		}
+	}
+	if inFence {
+		return nil, fmt.Errorf("README.md ends inside a code block")
+	}
+	return blocks, sc.Err()
+}
+
+func TestReadmeBlocksExtracted(t *testing.T) {
+	md := "# T\n```sh\necho a\n```\n## S\n```go\nx\n```\n```bash\necho b\necho c\n```\n```\nplain\n```\n"
+	got, err := readmeBlocks(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []readmeBlock{{2, "T", "sh", "echo a\n"}, {9, "S", "bash", "echo b\necho c\n"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("blocks %v, want %v", got, want)
+	}
+}
+
+// TestReadmeShellBlocks runs every ```sh and ```bash block of README.md as
+// written, in order, in one fresh copy of the repository (so that ./cmd/dpsql
+// resolves and files one block writes are there for the next), with a freshly
+// built dpsql first on PATH, HOME and GOBIN in a temporary directory, no
+// network (GOPROXY=off) and standard input empty. Each block runs with -e
+// (stop at the first failing command) and -x (commands traced with "+"), so a
+// failure shows the block, the command and its output.
+//
+// To rerun after editing README.md: go test ./cmd/dpsql -run TestReadmeShellBlocks -v
+func TestReadmeShellBlocks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the README blocks build dpsql and run it")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := readmeBlocks(string(md))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no sh or bash blocks")
+	}
+
+	tmp := t.TempDir()
+	clone := filepath.Join(tmp, "dpsql")
+	if err := copySourceTree(root, clone); err != nil {
+		t.Fatalf("copying the repository: %v", err)
+	}
+	bin, gobin, home := filepath.Join(tmp, "bin"), filepath.Join(tmp, "gobin"), filepath.Join(tmp, "home")
+	for _, d := range []string{bin, gobin, home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{
+		"PATH=" + gobin + string(os.PathListSeparator) + bin + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
+		"GOBIN=" + gobin, "GOPROXY=off", "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local",
+		"TMPDIR=" + tmp,
+	}
+	// The user's Go build and module caches (TestMain moved HOME), so that
+	// the blocks' go commands build from cache, without the network.
+	goEnv := exec.Command("go", "env", "GOCACHE", "GOMODCACHE", "GOPATH")
+	goEnv.Env = append(os.Environ(), "HOME="+userHome, "XDG_CACHE_HOME="+userCacheHome)
+	out, err := goEnv.Output()
+	if f := strings.Fields(string(out)); err != nil || len(f) != 3 {
+		t.Fatalf("go env: %v %q", err, out)
+	} else {
+		env = append(env, "GOCACHE="+f[0], "GOMODCACHE="+f[1], "GOPATH="+f[2])
+	}
+	for _, kv := range os.Environ() { // the compiler settings go uses
+		if k, _, _ := strings.Cut(kv, "="); k == "GOROOT" || k == "CC" || k == "CGO_ENABLED" || strings.HasPrefix(k, "CGO_") {
+			env = append(env, kv)
+		}
+	}
+
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "dpsql"), "./cmd/dpsql")
+	build.Dir = root
+	build.Env = env
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/dpsql: %v\n%s", err, out)
+	}
+
+	for i, b := range blocks {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		cmd := exec.CommandContext(ctx, b.shell, "-e", "-x", "-c", b.text)
+		cmd.Dir = clone
+		cmd.Env = env
+		cmd.Stdin = strings.NewReader("")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.WaitDelay = 5 * time.Second // a child left holding the output must not hang the test
+		start := time.Now()
+		err := cmd.Run()
+		cancel()
+		if err != nil {
+			t.Errorf("block %d of %d, %s, failed after %v: %v\n--- the block (%s) ---\n%s--- its output (commands traced with +) ---\n%s",
+				i+1, len(blocks), b.name(), time.Since(start).Round(time.Millisecond), err, b.shell, b.text, out.String())
+			continue
+		}
+		t.Logf("block %d of %d, %s: ok in %v", i+1, len(blocks), b.name(), time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// copySourceTree copies the repository's files into dst: those git tracks or
+// would track (untracked files that are not ignored), or, without git, every
+// file outside .git that is not a database or a binary dpsql build.
+func copySourceTree(root, dst string) error {
+	var files []string
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = root
+	if out, err := cmd.Output(); err == nil {
+		for _, f := range strings.Split(string(out), "\x00") {
+			if f != "" {
+				files = append(files, filepath.FromSlash(f))
+			}
+		}
+	} else {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			switch {
+			case d.IsDir() && d.Name() == ".git":
+				return filepath.SkipDir
+			case d.IsDir(), rel == "dpsql", strings.Contains(d.Name(), ".db"):
+				return nil
+			}
+			files = append(files, rel)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if os.IsNotExist(err) { // deleted but not yet committed
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, f)), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, f), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
