@@ -13,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpsql/dpsql/internal/csvrows"
 	"github.com/dpsql/dpsql/internal/idx"
+	"github.com/dpsql/dpsql/internal/npy"
 	"github.com/dpsql/dpsql/sqlfuncs"
 	"github.com/spf13/cobra"
 )
@@ -121,7 +123,7 @@ func openInput(path string) (*input, error) {
 func sniffFormat(r *bufio.Reader) string {
 	b, _ := r.Peek(8)
 	switch {
-	case bytes.HasPrefix(b, []byte(npyMagic)):
+	case bytes.HasPrefix(b, []byte(npy.Magic)):
 		return "npy"
 	case len(b) >= 4 && b[0] == 0 && b[1] == 0 && b[2] >= 0x08 && b[2] <= 0x0e:
 		return "idx"
@@ -295,7 +297,7 @@ func openSource(format string, in *input, o importOptions) (rowSource, error) {
 	}
 	switch format {
 	case "csv":
-		c, err := readCSV(in.r, o.labelColumn)
+		c, err := csvrows.NewReader(in.r, o.labelColumn)
 		if err != nil {
 			return src, err
 		}
@@ -311,14 +313,14 @@ func openSource(format string, in *input, o importOptions) (rowSource, error) {
 					vec[i] *= float32(s)
 				}
 			}
-			return l, c.labelCol >= 0, err
+			return l, c.Labelled(), err
 		}
 	case "npy":
-		a, err := readNPY(in.r, in.size)
+		a, err := npy.NewReader(in.r, in.size)
 		if err != nil {
 			return src, err
 		}
-		return arraySource(a, scale(a.kind == 'u' && a.size == 1), o.labels)
+		return arraySource(a, scale(a.Bytes()), o.labels)
 	case "idx":
 		a, err := idx.NewReader(in.r, in.size)
 		if err != nil {
@@ -387,7 +389,7 @@ func readLabels(path string, n int) ([]int64, error) {
 	var a arrayReader
 	switch sniffFormat(in.r) {
 	case "npy":
-		a, err = readNPY(in.r, in.size)
+		a, err = npy.NewReader(in.r, in.size)
 	case "idx":
 		a, err = idx.NewReader(in.r, in.size)
 	default:
