@@ -511,3 +511,49 @@ func TestAvgmixNPYHierarchical(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanMatchesSQLDefaults: with the defaults (T = n, m = m*(n, T, mu)) and
+// with (epsilon, delta) budgets, the driver's plan charges exactly what
+// dp_avgmix charges for a table of n rows.
+func TestPlanMatchesSQLDefaults(t *testing.T) {
+	const n = 3000
+	path, db := initDB(t, 50)
+	writeTable(t, db, "train", genRows(n))
+	l, err := accountant.OpenLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.Remaining(context.Background(), sqlfuncs.DefaultScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		cfg  avgmixConfig
+		opts string
+	}{
+		{avgmixConfig{mu: 1, n: n}, `'mu', 1.0`},
+		{avgmixConfig{mu: 0.3, n: n, T: 500, lambda: 2, cx: 3}, `'mu', 0.3, 'T', 500, 'lambda', 2.0, 'cx', 3.0`},
+		{avgmixConfig{epsilon: 2, delta: 1e-6, n: n}, `'epsilon', 2.0, 'delta', 1e-6`},
+	} {
+		tc.cfg.into = fmt.Sprintf("r%d", i)
+		pr, err := planAvgmix(&tc.cfg, st, 2, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out string
+		q := fmt.Sprintf(`SELECT dp_avgmix(features, label, json_object('into', 'r%d', 'classes', 2, %s)) FROM train`, i, tc.opts)
+		if err := db.QueryRow(q).Scan(&out); err != nil {
+			t.Fatal(err)
+		}
+		lr := ledgerRows(t, db)
+		last := lr[len(lr)-1]
+		if last.mechanism != pr.plan.Mechanism {
+			t.Errorf("case %d: dp_avgmix charged %+v, the driver plans %+v", i, last.mechanism, pr.plan.Mechanism)
+		}
+		for k, v := range pr.details {
+			if fmt.Sprint(last.params[k]) != fmt.Sprint(v) {
+				t.Errorf("case %d: detail %s is %v in dp_avgmix's row, %v in the driver's", i, k, last.params[k], v)
+			}
+		}
+	}
+}
