@@ -22,7 +22,7 @@ import (
 
 // run executes dpsql-beam with args and returns its exit status, stdout and
 // stderr.
-func run(t *testing.T, m *Main, args ...string) (int, string, string) {
+func run(t testing.TB, m *Main, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	if m == nil {
@@ -34,7 +34,7 @@ func run(t *testing.T, m *Main, args ...string) (int, string, string) {
 }
 
 // initDB creates a dpsql database with a budget of mu in the default scope.
-func initDB(t *testing.T, mu float64) (string, *sql.DB) {
+func initDB(t testing.TB, mu float64) (string, *sql.DB) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "beam.db")
 	db, err := ext.Open(path)
@@ -555,5 +555,52 @@ func TestPlanMatchesSQLDefaults(t *testing.T) {
 				t.Errorf("case %d: detail %s is %v in dp_avgmix's row, %v in the driver's", i, k, last.params[k], v)
 			}
 		}
+	}
+}
+
+// TestAvgmixPublicNAndFreshNoise: the release follows the asserted n, not the
+// data (a table of 2000 rows released for n = 3000 gives T = 3000 rows at
+// q = m/3000, and nothing in the output or the summary carries 2000), and an
+// adversary who knows every option cannot replay the randomness: the same
+// job run twice releases different rows.
+func TestAvgmixPublicNAndFreshNoise(t *testing.T) {
+	path, db := initDB(t, 10)
+	writeTable(t, db, "train", genRows(2000))
+	var outs []string
+	for _, into := range []string{"r1", "r2"} {
+		code, out, errs := run(t, nil, "avgmix", "--db", path, "--into", into, "--mu", "1", "--n", "3000", "--m", "30",
+			"--table", "train", "--classes", "2")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		var fields map[string]any
+		if err := json.Unmarshal([]byte(out), &fields); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range fields {
+			if v == 2000.0 {
+				t.Fatalf("the summary's %s is the real row count: %s", k, out)
+			}
+		}
+		outs = append(outs, out)
+	}
+	for _, r := range ledgerRows(t, db) {
+		if r.mechanism.Q != 30.0/3000 || r.mechanism.Steps != 3000 {
+			t.Fatalf("charged %+v, want q = 30/3000 over 3000 steps", r.mechanism)
+		}
+	}
+	x1, _ := readRelease(t, db, "r1")
+	x2, _ := readRelease(t, db, "r2")
+	if len(x1) != 3000 || len(x2) != 3000 {
+		t.Fatalf("released %d and %d rows, want T = n = 3000", len(x1), len(x2))
+	}
+	same := 0
+	for i := range x1 {
+		if x1[i][0] == x2[i][0] {
+			same++
+		}
+	}
+	if same > 3 {
+		t.Fatalf("%d of 3000 rows repeat between two runs of the same job", same)
 	}
 }
