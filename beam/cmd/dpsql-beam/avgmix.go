@@ -79,7 +79,7 @@ func (m *Main) runAvgmix(ctx context.Context, args []string) int {
 	fs.StringVar(&c.src.TableLabelColumn, "label-col", "label", "the table's label column")
 	fs.IntVar(&c.src.Parts, "table-parts", 4, "read the table as this many shards (by rowid)")
 	fs.Float64Var(&c.src.Scale, "scale", 0, "multiply every feature value (default 1, or 1/255 for uint8 npy)")
-	fs.StringVar(&c.staging, "staging", "", "directory for the pipeline's output, readable by the driver and writable by the workers (default a temporary directory beside --db)")
+	fs.StringVar(&c.staging, "staging", "", "directory under which each job stages its noisy rows, readable by the driver and writable by the workers (default a temporary directory beside --db)")
 	fs.IntVar(&c.parts, "staging-parts", 16, "number of staging files")
 	fs.IntVar(&c.combineMB, "combine-mb", pipeline.DefaultCombineBytes>>20, "MiB of per-bundle accumulators per sampling worker (T*(d+K)*8 bytes combine best)")
 	beamFlags(fs)
@@ -347,14 +347,22 @@ func (m *Main) avgmix(ctx context.Context, c *avgmixConfig) (avgmixSummary, erro
 
 	// The pipeline is built, from public parameters only, before anything
 	// is charged: a construction error costs nothing.
-	staging := c.staging
-	if staging == "" {
+	// Each job stages into a directory of its own, so that no other job's
+	// files can be imported with it.
+	var staging string
+	if c.staging == "" {
 		if staging, err = os.MkdirTemp(filepath.Dir(c.db), ".dpsql-beam-"+job+"-"); err != nil {
 			return sum, err
 		}
 		defer os.RemoveAll(staging)
 	} else {
-		defer pipeline.RemoveStaging(context.WithoutCancel(ctx), staging)
+		staging = strings.TrimRight(c.staging, "/") + "/dpsql-beam-" + job
+		defer func() {
+			pipeline.RemoveStaging(context.WithoutCancel(ctx), staging)
+			if !strings.Contains(staging, "://") {
+				os.Remove(staging)
+			}
+		}()
 	}
 	p := beam.NewPipeline()
 	if err := pipeline.Avgmix(p.Root(), pr.plan, c.src, pipeline.AvgmixOptions{Staging: staging, Parts: c.parts, CombineBytes: c.combineMB << 20}); err != nil {

@@ -462,8 +462,12 @@ func TestAvgmixNPYHierarchical(t *testing.T) {
 		files, labels = append(files, f), append(labels, l)
 	}
 	n := 2 * perShard
+	// A stale part in the staging directory from elsewhere is never imported.
+	stage := filepath.Join(dir, "stage")
+	os.MkdirAll(stage, 0o755)
+	os.WriteFile(filepath.Join(stage, "part-00000"), []byte("stale"), 0o644)
 	code, out, errs := run(t, nil, "avgmix", "--db", path, "--into", "hrel", "--mu", "2", "--n", fmt.Sprint(n), "--T", fmt.Sprint(T),
-		"--m", "300", "--sampling", "hierarchical", "--p", "0.5", "--classes", "3",
+		"--m", "300", "--sampling", "hierarchical", "--p", "0.5", "--classes", "3", "--staging", stage,
 		"--npy", strings.Join(files, ","), "--labels", strings.Join(labels, ","), "--runner", "prism")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -481,6 +485,9 @@ func TestAvgmixNPYHierarchical(t *testing.T) {
 	}
 	if lr[0].mechanism.Steps != int(maxSteps) || lr[0].mechanism.Q != 300.0/(float64(n)*0.5) {
 		t.Fatalf("charged %+v for class steps %v", lr[0].mechanism, steps)
+	}
+	if m, _ := filepath.Glob(filepath.Join(stage, "*")); len(m) != 1 {
+		t.Fatalf("staging after the job: %v, want only the stale part", m)
 	}
 	xs, ys := readRelease(t, db, "hrel")
 	if len(xs) != T || len(xs[0]) != 4 || len(ys[0]) != 3 {
