@@ -101,15 +101,18 @@ func (s Source) Check(ctx context.Context) (d, k int, err error) {
 		if len(s.Labels) != len(s.Files) {
 			return 0, 0, fmt.Errorf("%d feature shards but %d label shards: give one label file per feature file", len(s.Files), len(s.Labels))
 		}
+		var bytes0 bool
 		for i := range s.Files {
-			di, ki, err := s.checkNPYShard(ctx, i)
+			di, ki, bytes, err := s.checkNPYShard(ctx, i)
 			if err != nil {
 				return 0, 0, err
 			}
 			if i == 0 {
-				d, k = di, ki
+				d, k, bytes0 = di, ki, bytes
 			} else if di != d || ki != k {
 				return 0, 0, fmt.Errorf("shard %s has %d features and %d labels per row, shard %s has %d and %d", s.Files[i], di, ki, s.Files[0], d, k)
+			} else if bytes != bytes0 && s.Scale == 0 {
+				return 0, 0, fmt.Errorf("shards %s and %s differ in type (uint8 or not), so their default scales differ: give the shards one dtype, or a scale", s.Files[0], s.Files[i])
 			}
 		}
 	case CSV, SQLite:
@@ -122,12 +125,21 @@ func (s Source) Check(ctx context.Context) (d, k int, err error) {
 		if len(s.Labels) != 0 {
 			return 0, 0, fmt.Errorf("label files are for npy shards; %s shards hold their labels in a column", s.Format)
 		}
-		r, dim, kk, err := s.open(ctx, 0)
-		if err != nil {
-			return 0, 0, err
+		for i := range len(s.Shards()) {
+			r, dim, kk, err := s.open(ctx, i)
+			if err != nil {
+				return 0, 0, err
+			}
+			r.close()
+			if i == 0 {
+				d, k = dim, kk
+			} else if dim != d || kk != k {
+				return 0, 0, fmt.Errorf("shard %s has %d features and %d labels per row, shard %s has %d and %d", s.Files[i], dim, kk, s.Files[0], d, k)
+			}
+			if s.Format == SQLite {
+				break // one table: its first row gives the dimensions
+			}
 		}
-		r.close()
-		d, k = dim, kk
 	default:
 		return 0, 0, fmt.Errorf("unknown input format %q (want %s, %s or %s)", s.Format, NPY, CSV, SQLite)
 	}
@@ -140,23 +152,24 @@ func (s Source) Check(ctx context.Context) (d, k int, err error) {
 	return d, k, nil
 }
 
-// checkNPYShard reads the headers of shard i's two files.
-func (s Source) checkNPYShard(ctx context.Context, i int) (d, k int, err error) {
+// checkNPYShard reads the headers of shard i's two files: the dimensions,
+// and whether the features are uint8.
+func (s Source) checkNPYShard(ctx context.Context, i int) (d, k int, bytes bool, err error) {
 	fr, err := openNPY(ctx, s.Files[i])
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	defer fr.close()
 	lr, err := openNPY(ctx, s.Labels[i])
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	defer lr.close()
 	if fr.a.Rows() != lr.a.Rows() {
-		return 0, 0, fmt.Errorf("%s and %s have different numbers of rows: give each feature shard its own labels", s.Files[i], s.Labels[i])
+		return 0, 0, false, fmt.Errorf("%s and %s have different numbers of rows: give each feature shard its own labels", s.Files[i], s.Labels[i])
 	}
 	k, err = s.labelWidth(lr.a.Dim() > 1, lr.a.Dim(), s.Labels[i])
-	return fr.a.Dim(), k, err
+	return fr.a.Dim(), k, fr.a.Bytes(), err
 }
 
 // labelWidth returns K for labels that are vectors of width w (vec) or

@@ -390,6 +390,11 @@ func TestAvgmixRefusals(t *testing.T) {
 	os.WriteFile(y2, npy.Encode("<i8", []int{2}, le.AppendUint64(le.AppendUint64(nil, 0), 1)), 0o644)
 	y1 := filepath.Join(dir, "y1.npy")
 	os.WriteFile(y1, npy.Encode("<i8", []int{1}, le.AppendUint64(nil, 0)), 0o644)
+	xb := filepath.Join(dir, "xb.npy")
+	os.WriteFile(xb, npy.Encode("|u1", []int{2, 2}, []byte{1, 2, 3, 4}), 0o644)
+	c2, c3 := filepath.Join(dir, "c2.csv"), filepath.Join(dir, "c3.csv")
+	os.WriteFile(c2, []byte("a,b,label\n0.1,0.2,1\n"), 0o644)
+	os.WriteFile(c3, []byte("a,b,c,label\n0.1,0.2,0.3,1\n"), 0o644)
 	base := []string{"avgmix", "--db", path, "--into", "rel", "--mu", "0.5", "--n", "50", "--classes", "2"}
 	for _, tc := range []struct {
 		name string
@@ -411,6 +416,8 @@ func TestAvgmixRefusals(t *testing.T) {
 		{"npy without labels", append(base, "--npy", x1), 2, "0 label shards"},
 		{"npy labels short", append(base, "--npy", x1, "--labels", y1), 2, "different numbers of rows"},
 		{"npy widths differ", append(base, "--npy", x1+","+x3, "--labels", y2+","+y1), 2, "has 3 features"},
+		{"npy dtypes differ", append(base, "--npy", x1+","+xb, "--labels", y2+","+y2), 2, "differ in type"},
+		{"csv widths differ", append(base, "--csv", c2+","+c3), 2, "has 3 features"},
 		{"missing file", append(base, "--npy", filepath.Join(dir, "nope.npy"), "--labels", y2), 2, "nope.npy"},
 		{"no database", []string{"avgmix", "--db", filepath.Join(dir, "none.db"), "--into", "rel", "--mu", "0.5", "--n", "50", "--table", "train", "--classes", "2"}, 2, "dpsql init"},
 		{"unknown scope", append(base, "--scope", "nope", "--table", "train"), 1, "unknown budget scope"},
