@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpsql/dpsql/internal/csvrows"
 	"github.com/dpsql/dpsql/internal/idx"
+	"github.com/dpsql/dpsql/internal/npy"
 	"github.com/dpsql/dpsql/sqlfuncs"
 	"github.com/spf13/cobra"
 )
@@ -132,7 +134,7 @@ func openInput(path string) (*input, error) {
 func sniffFormat(r *bufio.Reader) string {
 	b, _ := r.Peek(8)
 	switch {
-	case bytes.HasPrefix(b, []byte(npyMagic)):
+	case bytes.HasPrefix(b, []byte(npy.Magic)):
 		return "npy"
 	case len(b) >= 4 && b[0] == 0 && b[1] == 0 && b[2] >= 0x08 && b[2] <= 0x0e:
 		return "idx"
@@ -155,7 +157,7 @@ func importFile(ctx context.Context, o importOptions) (importResult, error) {
 	if o.scaleSet && (math.IsNaN(o.scale) || math.IsInf(o.scale, 0) || o.scale == 0) {
 		return res, usagef("import: --scale must be a finite number other than 0, got %v", o.scale)
 	}
-	comma, err := parseDelimiter(o.delimiter)
+	comma, err := csvrows.ParseDelimiter(o.delimiter)
 	if err != nil {
 		return res, usagef("import: %v", err)
 	}
@@ -316,7 +318,7 @@ func openSource(format string, in *input, o importOptions, comma rune) (rowSourc
 	}
 	switch format {
 	case "csv":
-		c, err := readCSV(in.r, o.labelColumn, comma)
+		c, err := csvrows.NewReader(in.r, o.labelColumn, comma)
 		if err != nil {
 			return src, err
 		}
@@ -332,14 +334,14 @@ func openSource(format string, in *input, o importOptions, comma rune) (rowSourc
 					vec[i] *= float32(s)
 				}
 			}
-			return l, c.labelCol >= 0, err
+			return l, c.Labelled(), err
 		}
 	case "npy":
-		a, err := readNPY(in.r, in.size)
+		a, err := npy.NewReader(in.r, in.size)
 		if err != nil {
 			return src, err
 		}
-		return arraySource(a, scale(a.kind == 'u' && a.size == 1), o.labels)
+		return arraySource(a, scale(a.Bytes()), o.labels)
 	case "idx":
 		a, err := idx.NewReader(in.r, in.size)
 		if err != nil {
@@ -408,7 +410,7 @@ func readLabels(path string, n int) ([]int64, error) {
 	var a arrayReader
 	switch sniffFormat(in.r) {
 	case "npy":
-		a, err = readNPY(in.r, in.size)
+		a, err = npy.NewReader(in.r, in.size)
 	case "idx":
 		a, err = idx.NewReader(in.r, in.size)
 	default:

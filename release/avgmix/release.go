@@ -342,18 +342,5 @@ func (w *worker) batch(t0, t1 int, out []float32) {
 			}
 		}
 	}
-	// The sums are exact; one row's sensitivities are Cx and Cy, and each
-	// output has its own independent noise.
-	w.noise.AddGaussian(sx, w.pl.noiseX())
-	w.noise.AddGaussian(sy, w.pl.noiseY())
-	invM := 1 / float64(w.pl.M)
-	for o := range nOut {
-		dst := out[o*(D+K) : (o+1)*(D+K)]
-		for j, v := range sx[o*D : (o+1)*D] {
-			dst[j] = float32(v * invM)
-		}
-		for j, v := range sy[o*K : (o+1)*K] {
-			dst[D+j] = float32(v * invM)
-		}
-	}
+	w.pl.finish(w.noise, sx, sy, out[:nOut*(D+K)])
 }

@@ -1,4 +1,4 @@
-package main
+package csvrows
 
 import (
 	"io"
@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-func readAllCSV(t *testing.T, in, labelColumn string) ([][]float32, []int64, *csvReader) {
+func readAllCSV(t *testing.T, in, labelColumn string) ([][]float32, []int64, *Reader) {
 	t.Helper()
-	c, err := readCSV(strings.NewReader(in), labelColumn, ',')
+	c, err := NewReader(strings.NewReader(in), labelColumn, ',')
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func readAllCSV(t *testing.T, in, labelColumn string) ([][]float32, []int64, *cs
 	}
 }
 
-func TestReadCSV(t *testing.T) {
+func TestReader(t *testing.T) {
 	for _, tc := range []struct {
 		name, in, label string
 		rows            [][]float32
@@ -56,7 +56,7 @@ func TestReadCSV(t *testing.T) {
 	}
 }
 
-func TestReadCSVErrors(t *testing.T) {
+func TestReaderErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, in, label, err string
 	}{
@@ -73,7 +73,7 @@ func TestReadCSVErrors(t *testing.T) {
 		{"bare quote", "a,b\n1,\"2\n", "", "extraneous or missing \" in quoted-field"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := readCSV(strings.NewReader(tc.in), tc.label, ',')
+			c, err := NewReader(strings.NewReader(tc.in), tc.label, ',')
 			for err == nil {
 				_, err = c.ReadRow(make([]float32, c.Dim()))
 			}
@@ -84,15 +84,15 @@ func TestReadCSVErrors(t *testing.T) {
 	}
 }
 
-// FuzzReadCSV checks that no input makes the CSV reader panic and that every
+// FuzzReader checks that no input makes the CSV reader panic and that every
 // accepted row has the announced dimension of finite values.
-func FuzzReadCSV(f *testing.F) {
+func FuzzReader(f *testing.F) {
 	f.Add("x1,x2,label\n1,2,0\n3,4,1\n", "")
 	f.Add("1,2,3\n4,5,6\n", "2")
 	f.Add("a,\"b\"\"\",c\n1,2,3\n", "c")
 	f.Add("1e38,-1e-45,0x1p-2\n", "none")
 	f.Fuzz(func(t *testing.T, in, label string) {
-		c, err := readCSV(strings.NewReader(in), label, ',')
+		c, err := NewReader(strings.NewReader(in), label, ',')
 		if err != nil {
 			return
 		}

@@ -1,4 +1,6 @@
-package main
+// Package csvrows reads numeric CSV row by row (features and an optional
+// integer label column), for dpsql import and dpsql-beam.
+package csvrows
 
 import (
 	"encoding/csv"
@@ -12,10 +14,10 @@ import (
 	"unicode/utf8"
 )
 
-// csvReader reads numeric CSV row by row: every column but the label column
+// Reader reads numeric CSV row by row: every column but the label column
 // is a feature; the label column holds integers. A first record with any
 // non-numeric field is a header.
-type csvReader struct {
+type Reader struct {
 	r        *csv.Reader
 	header   []string // nil without a header row
 	labelCol int      // -1: no labels
@@ -24,10 +26,10 @@ type csvReader struct {
 	rows     int
 }
 
-// readCSV starts reading CSV. labelColumn names the label column (or, without
+// NewReader starts reading CSV. labelColumn names the label column (or, without
 // a header, gives its 0-based index); "" picks a column named "label" if the
 // header has one, "none" means no labels. comma is the field delimiter.
-func readCSV(r io.Reader, labelColumn string, comma rune) (*csvReader, error) {
+func NewReader(r io.Reader, labelColumn string, comma rune) (*Reader, error) {
 	cr := csv.NewReader(r)
 	cr.Comma = comma
 	cr.ReuseRecord = true
@@ -39,7 +41,7 @@ func readCSV(r io.Reader, labelColumn string, comma rune) (*csvReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("csv: %w", err)
 	}
-	c := &csvReader{r: cr, labelCol: -1}
+	c := &Reader{r: cr, labelCol: -1}
 	for _, f := range first {
 		if _, err := strconv.ParseFloat(strings.TrimSpace(f), 64); err != nil {
 			c.header = append([]string(nil), first...)
@@ -95,10 +97,14 @@ func findColumn(header []string, name string) int {
 	return -1
 }
 
-func (c *csvReader) Dim() int { return c.dim }
+// Dim is the number of feature columns.
+func (c *Reader) Dim() int { return c.dim }
+
+// Labelled reports whether the file has a label column.
+func (c *Reader) Labelled() bool { return c.labelCol >= 0 }
 
 // LabelName names the label column ("" without labels).
-func (c *csvReader) LabelName() string {
+func (c *Reader) LabelName() string {
 	switch {
 	case c.labelCol < 0:
 		return ""
@@ -110,7 +116,7 @@ func (c *csvReader) LabelName() string {
 
 // ReadRow reads the next record's features into dst (len Dim) and its label
 // (when there is a label column). It returns io.EOF after the last record.
-func (c *csvReader) ReadRow(dst []float32) (label int64, err error) {
+func (c *Reader) ReadRow(dst []float32) (label int64, err error) {
 	rec := c.pending
 	c.pending = nil
 	if rec == nil {
@@ -144,15 +150,15 @@ func (c *csvReader) ReadRow(dst []float32) (label int64, err error) {
 	return label, nil
 }
 
-func (c *csvReader) colName(i int) string {
+func (c *Reader) colName(i int) string {
 	if c.header != nil {
 		return strconv.Quote(c.header[i])
 	}
 	return strconv.Itoa(i)
 }
 
-// parseDelimiter reads the --delimiter flag: one character, or "tab".
-func parseDelimiter(s string) (rune, error) {
+// ParseDelimiter reads a --delimiter flag: one character, or "tab".
+func ParseDelimiter(s string) (rune, error) {
 	switch strings.ToLower(s) {
 	case "", ",":
 		return ',', nil

@@ -1,4 +1,6 @@
-package main
+// Package npy reads NumPy .npy arrays row by row, for dpsql import and
+// dpsql-beam, and encodes them as numpy.save does, for tests and examples.
+package npy
 
 import (
 	"bytes"
@@ -21,7 +23,8 @@ import (
 //
 // padded with spaces and a newline; then the data in C order.
 
-const npyMagic = "\x93NUMPY"
+// Magic starts every .npy file.
+const Magic = "\x93NUMPY"
 
 // Limits that keep a hostile header from making the reader allocate without
 // bound.
@@ -30,18 +33,18 @@ const (
 	maxRowLen    = 1 << 24 // elements in one row
 )
 
-// npyHeader is the decoded header dict.
-type npyHeader struct {
+// header is the decoded header dict.
+type header struct {
 	Descr   string
 	Fortran bool
 	Shape   []int
 }
 
-// npyReader reads an array row by row: the first axis indexes rows, the
+// Reader reads an array row by row: the first axis indexes rows, the
 // others are flattened (C order) into one vector per row.
-type npyReader struct {
+type Reader struct {
 	r      io.Reader
-	h      npyHeader
+	h      header
 	kind   byte // 'f', 'u', 'i' or 'b'
 	size   int  // bytes per element
 	order  binary.ByteOrder
@@ -51,14 +54,14 @@ type npyReader struct {
 	buf    []byte
 }
 
-// readNPY reads the header of an .npy stream. total is the stream's size in
+// NewReader reads the header of an .npy stream. total is the stream's size in
 // bytes when known (-1 otherwise), checked against the shape up front.
-func readNPY(r io.Reader, total int64) (*npyReader, error) {
+func NewReader(r io.Reader, total int64) (*Reader, error) {
 	var pre [8]byte
 	if _, err := io.ReadFull(r, pre[:]); err != nil {
 		return nil, fmt.Errorf("npy: reading the magic: %w", noEOF(err))
 	}
-	if string(pre[:6]) != npyMagic {
+	if string(pre[:6]) != Magic {
 		return nil, errors.New("npy: not a NumPy .npy file (bad magic)")
 	}
 	var hlen, pos int64
@@ -85,11 +88,11 @@ func readNPY(r io.Reader, total int64) (*npyReader, error) {
 	if _, err := io.ReadFull(r, hb); err != nil {
 		return nil, fmt.Errorf("npy: reading the %d-byte header: %w", hlen, noEOF(err))
 	}
-	h, err := parseNPYHeader(string(hb))
+	h, err := parseHeader(string(hb))
 	if err != nil {
 		return nil, err
 	}
-	a := &npyReader{r: r, h: h}
+	a := &Reader{r: r, h: h}
 	if err := a.setDescr(h.Descr); err != nil {
 		return nil, err
 	}
@@ -125,7 +128,7 @@ func noEOF(err error) error {
 	return err
 }
 
-func (a *npyReader) setDescr(d string) error {
+func (a *Reader) setDescr(d string) error {
 	if len(d) < 3 {
 		return fmt.Errorf("npy: unsupported dtype %q", d)
 	}
@@ -154,11 +157,15 @@ func (a *npyReader) setDescr(d string) error {
 }
 
 // Rows is the length of the first axis; Dim the length of each flattened row.
-func (a *npyReader) Rows() int { return a.rows }
-func (a *npyReader) Dim() int  { return a.rowLen }
+func (a *Reader) Rows() int { return a.rows }
+func (a *Reader) Dim() int  { return a.rowLen }
+
+// Bytes reports whether the elements are unsigned bytes (dtype uint8), such
+// as image pixels in 0..255.
+func (a *Reader) Bytes() bool { return a.kind == 'u' && a.size == 1 }
 
 // ReadRow reads the next row into dst (len Dim), converting to float64 via f.
-func (a *npyReader) readRow(f func(i int, x float64)) error {
+func (a *Reader) readRow(f func(i int, x float64)) error {
 	if a.done >= a.rows {
 		return io.EOF
 	}
@@ -212,7 +219,7 @@ func (a *npyReader) readRow(f func(i int, x float64)) error {
 
 // ReadRow reads the next row as float32, multiplied by scale; it rejects
 // values that are not finite as float32. It returns io.EOF after the last row.
-func (a *npyReader) ReadRow(dst []float32, scale float64) error {
+func (a *Reader) ReadRow(dst []float32, scale float64) error {
 	var bad error
 	err := a.readRow(func(i int, x float64) {
 		v := float32(x * scale)
@@ -228,7 +235,7 @@ func (a *npyReader) ReadRow(dst []float32, scale float64) error {
 }
 
 // ReadLabels reads a whole array of integer labels: shape (n,) or (n, 1).
-func (a *npyReader) ReadLabels() ([]int64, error) {
+func (a *Reader) ReadLabels() ([]int64, error) {
 	if a.rowLen != 1 {
 		return nil, fmt.Errorf("npy: labels must have shape (n,) or (n, 1), got %v", a.h.Shape)
 	}
@@ -249,35 +256,35 @@ func (a *npyReader) ReadLabels() ([]int64, error) {
 	}
 }
 
-// parseNPYHeader parses the header dict: a Python literal with string keys
+// parseHeader parses the header dict: a Python literal with string keys
 // and string, bool, None, integer or tuple-of-integer values. 'descr',
 // 'fortran_order' and 'shape' are required; other keys are ignored.
-func parseNPYHeader(s string) (npyHeader, error) {
-	var h npyHeader
+func parseHeader(s string) (header, error) {
+	var h header
 	p := &pyParser{s: strings.TrimRight(s, " \t\r\n\x00")}
 	v, err := p.value()
 	if err != nil {
-		return h, fmt.Errorf("npy: bad header %q: %w", abbreviate(s, 80), err)
+		return h, fmt.Errorf("npy: bad header %q: %w", abbrev(s, 80), err)
 	}
 	p.space()
 	if p.i != len(p.s) {
-		return h, fmt.Errorf("npy: bad header %q: trailing text at offset %d", abbreviate(s, 80), p.i)
+		return h, fmt.Errorf("npy: bad header %q: trailing text at offset %d", abbrev(s, 80), p.i)
 	}
 	d, ok := v.(map[string]any)
 	if !ok {
-		return h, fmt.Errorf("npy: header is not a dict: %q", abbreviate(s, 80))
+		return h, fmt.Errorf("npy: header is not a dict: %q", abbrev(s, 80))
 	}
 	descr, ok := d["descr"].(string)
 	if !ok {
-		return h, fmt.Errorf("npy: header lacks a string 'descr' (structured dtypes are not supported): %q", abbreviate(s, 80))
+		return h, fmt.Errorf("npy: header lacks a string 'descr' (structured dtypes are not supported): %q", abbrev(s, 80))
 	}
 	fo, ok := d["fortran_order"].(bool)
 	if !ok {
-		return h, fmt.Errorf("npy: header lacks a boolean 'fortran_order': %q", abbreviate(s, 80))
+		return h, fmt.Errorf("npy: header lacks a boolean 'fortran_order': %q", abbrev(s, 80))
 	}
 	shape, ok := d["shape"].([]int)
 	if !ok {
-		return h, fmt.Errorf("npy: header lacks a 'shape' tuple of integers: %q", abbreviate(s, 80))
+		return h, fmt.Errorf("npy: header lacks a 'shape' tuple of integers: %q", abbrev(s, 80))
 	}
 	h.Descr, h.Fortran, h.Shape = descr, fo, shape
 	return h, nil
@@ -453,4 +460,39 @@ func (p *pyParser) str() (string, error) {
 		}
 	}
 	return "", errors.New("unterminated string")
+}
+
+// abbrev shortens s to one line of at most n characters.
+func abbrev(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// Encode encodes an array exactly as numpy.save does: version 1.0, the
+// header dict padded with spaces to a multiple of 64 bytes and ended by a
+// newline, then data (C order, in the byte order descr names).
+func Encode(descr string, shape []int, data []byte) []byte {
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		dims[i] = strconv.Itoa(d)
+	}
+	tuple := "(" + strings.Join(dims, ", ") + ")"
+	if len(shape) == 1 {
+		tuple = "(" + dims[0] + ",)"
+	}
+	dict := "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + tuple + ", }"
+	const pre = 10
+	hl := len(dict) + 1
+	hl += (64 - (pre+hl)%64) % 64
+	b := make([]byte, 0, pre+hl+len(data))
+	b = append(b, Magic...)
+	b = append(b, 1, 0)
+	b = binary.LittleEndian.AppendUint16(b, uint16(hl))
+	b = append(b, dict...)
+	b = append(b, strings.Repeat(" ", hl-len(dict)-1)...)
+	b = append(b, '\n')
+	return append(b, data...)
 }

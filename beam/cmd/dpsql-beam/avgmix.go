@@ -1,0 +1,454 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/beam/pipeline"
+	"github.com/dpsql/dpsql/release"
+	"github.com/dpsql/dpsql/release/avgmix"
+	"github.com/dpsql/dpsql/sqlfuncs"
+)
+
+// avgmixConfig holds the avgmix command's options.
+type avgmixConfig struct {
+	db, scope, into    string
+	mu, epsilon, delta float64
+	n, T, m            int
+	lambda, cx, cy, p  float64
+	sampling           string
+	src                pipeline.Source
+	staging            string
+	parts, combineMB   int
+	npyFiles, labels   string
+	csvFiles, table    string
+	command            string
+}
+
+// listFlag splits a comma-separated list of paths.
+func listFlag(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+func (m *Main) runAvgmix(ctx context.Context, args []string) int {
+	var c avgmixConfig
+	fs := flag.NewFlagSet("dpsql-beam avgmix", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.StringVar(&c.db, "db", "", "the dpsql database file holding the ledger (and the release table)")
+	fs.StringVar(&c.scope, "scope", sqlfuncs.DefaultScope, "the budget scope to charge")
+	fs.StringVar(&c.into, "into", "", "the new release table")
+	fs.Float64Var(&c.mu, "mu", 0, "GDP budget of the release (or give --epsilon and --delta)")
+	fs.Float64Var(&c.epsilon, "epsilon", 0, "epsilon of the release (with --delta)")
+	fs.Float64Var(&c.delta, "delta", 0, "delta of the release (with --epsilon)")
+	fs.IntVar(&c.n, "n", 0, "the PUBLIC number of rows the release is planned for (q = m/n); never compared with the data")
+	fs.IntVar(&c.T, "T", 0, "rows to release (default n)")
+	fs.IntVar(&c.m, "m", 0, "mixup degree (default the paper's m*(n, T, mu))")
+	fs.Float64Var(&c.lambda, "lambda", 0, "feature/label noise balance (default 1)")
+	fs.Float64Var(&c.cx, "cx", 0, "L2 clip bound of feature rows (default 1)")
+	fs.Float64Var(&c.cy, "cy", 0, "L2 clip bound of label rows (default 1)")
+	fs.StringVar(&c.sampling, "sampling", "", "poisson (default) or hierarchical")
+	fs.Float64Var(&c.p, "p", 0, "class rate of hierarchical sampling")
+	fs.IntVar(&c.src.Classes, "classes", 0, "the public number of classes K, for integer labels")
+	fs.StringVar(&c.npyFiles, "npy", "", "feature shards: comma-separated .npy files")
+	fs.StringVar(&c.labels, "labels", "", "label shards for --npy: comma-separated .npy files, one per feature shard")
+	fs.StringVar(&c.csvFiles, "csv", "", "CSV shards: comma-separated files with an integer label column")
+	fs.StringVar(&c.src.LabelColumn, "label-column", "", "the CSV label column (default: the column named label)")
+	fs.StringVar(&c.table, "table", "", "read the rows from this table of --db (features BLOB, label INTEGER or BLOB)")
+	fs.StringVar(&c.src.FeatureColumn, "feature-col", "features", "the table's feature column")
+	fs.StringVar(&c.src.TableLabelColumn, "label-col", "label", "the table's label column")
+	fs.IntVar(&c.src.Parts, "table-parts", 4, "read the table as this many shards (by rowid)")
+	fs.Float64Var(&c.src.Scale, "scale", 0, "multiply every feature value (default 1, or 1/255 for uint8 npy)")
+	fs.StringVar(&c.staging, "staging", "", "directory under which each job stages its noisy rows, readable by the driver and writable by the workers (default a temporary directory beside --db)")
+	fs.IntVar(&c.parts, "staging-parts", 16, "number of staging files")
+	fs.IntVar(&c.combineMB, "combine-mb", pipeline.DefaultCombineBytes>>20, "MiB of per-bundle accumulators per sampling worker (T*(d+K)*8 bytes combine best)")
+	beamFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(m.Stderr, "dpsql-beam avgmix: unexpected argument %q (all inputs are flags)\n", fs.Arg(0))
+		return 2
+	}
+	c.command = "dpsql-beam avgmix " + strings.Join(args, " ")
+	initBeam()
+	sum, err := m.avgmix(ctx, &c)
+	if err != nil {
+		var u usageError
+		fmt.Fprintf(m.Stderr, "dpsql-beam avgmix: %v\n", err)
+		if errors.As(err, &u) {
+			return 2
+		}
+		return 1
+	}
+	b, _ := json.Marshal(sum)
+	fmt.Fprintln(m.Stdout, string(b))
+	return 0
+}
+
+// usageError is a refusal of the options, before anything was charged.
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// source fills c.src from the input flags.
+func (c *avgmixConfig) source() error {
+	n := 0
+	for _, s := range []string{c.npyFiles, c.csvFiles, c.table} {
+		if s != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return usagef("give exactly one input: --npy (with --labels), --csv or --table")
+	}
+	switch {
+	case c.npyFiles != "":
+		c.src.Format, c.src.Files, c.src.Labels = pipeline.NPY, listFlag(c.npyFiles), listFlag(c.labels)
+	case c.csvFiles != "":
+		c.src.Format, c.src.Files = pipeline.CSV, listFlag(c.csvFiles)
+		if c.labels != "" {
+			return usagef("--labels is for --npy shards; CSV shards hold their labels in a column (--label-column)")
+		}
+	default:
+		c.src.Format, c.src.DB, c.src.Table = pipeline.SQLite, c.db, c.table
+		if c.labels != "" {
+			return usagef("--labels is for --npy shards; a table holds its labels in a column (--label-col)")
+		}
+	}
+	return nil
+}
+
+// avgmixSummary is what a successful run prints, as JSON.
+type avgmixSummary struct {
+	Into              string  `json:"into"`
+	Rows              int     `json:"rows"`
+	N                 int     `json:"n"`
+	D                 int     `json:"d"`
+	K                 int     `json:"K"`
+	M                 int     `json:"m"`
+	Q                 float64 `json:"q"`
+	Steps             int     `json:"steps"`
+	Sampling          string  `json:"sampling"`
+	Sigma             float64 `json:"sigma"`
+	SigmaX            float64 `json:"sigma_x"`
+	SigmaY            float64 `json:"sigma_y"`
+	MuCLT             float64 `json:"mu_clt"`
+	EpsilonRigorous   float64 `json:"epsilon_rigorous"`
+	Delta             float64 `json:"delta"`
+	LedgerID          int64   `json:"ledger_id"`
+	Scope             string  `json:"scope"`
+	ScopeEpsilonSpent float64 `json:"scope_epsilon_spent"`
+	Job               string  `json:"job"`
+	Runner            string  `json:"runner"`
+	Seconds           float64 `json:"seconds"`
+	PipelineSeconds   float64 `json:"pipeline_seconds"`
+}
+
+// planned is a release ready to charge.
+type planned struct {
+	plan    *avgmix.Plan
+	eps     float64 // the target epsilon at delta
+	delta   float64
+	details map[string]any
+}
+
+// planAvgmix plans the release from public parameters exactly as the SQL
+// function dp_avgmix does (sqlfuncs/avgmix.go): the budget as mu (at the
+// scope's delta) or (epsilon, delta), the rigorous PLD calibration, T = n
+// and m = m*(n, T, mu) by default, and the same ledger details. n is the
+// caller's public assertion.
+func planAvgmix(c *avgmixConfig, st accountant.Status, d, k int) (planned, error) {
+	var pr planned
+	var mu float64
+	var err error
+	switch {
+	case c.mu != 0 && c.epsilon != 0:
+		return pr, usagef("give either --mu or --epsilon (with --delta), not both")
+	case c.mu != 0:
+		if !(c.mu > 0) || math.IsInf(c.mu, 0) {
+			return pr, usagef("--mu must be positive and finite, got %v", c.mu)
+		}
+		if c.delta != 0 {
+			return pr, usagef("--delta goes with --epsilon; with --mu the scope's delta (%g) is used", st.Delta)
+		}
+		mu, pr.delta = c.mu, st.Delta
+		if pr.eps, err = accountant.Epsilon(mu, pr.delta); err != nil {
+			return pr, usageError{err}
+		}
+	case c.epsilon != 0:
+		if !(c.epsilon > 0) || math.IsInf(c.epsilon, 0) {
+			return pr, usagef("--epsilon must be positive and finite, got %v", c.epsilon)
+		}
+		if !(c.delta > 0 && c.delta < 1) {
+			return pr, usagef("--epsilon needs --delta in (0, 1), got %v", c.delta)
+		}
+		pr.eps, pr.delta = c.epsilon, c.delta
+		if mu, err = accountant.Mu(pr.eps, pr.delta); err != nil {
+			return pr, usageError{err}
+		}
+	default:
+		return pr, usagef("--mu (or --epsilon and --delta) is required: the privacy budget of this release")
+	}
+	if c.n < 1 {
+		return pr, usagef("--n (the public number of rows the release is planned for) is required and must be >= 1, got %d; it is never compared with the data", c.n)
+	}
+	p := avgmix.Params{T: c.n, Mu: mu, Sampling: c.sampling,
+		Calibrate: func(q float64, steps int) (float64, error) {
+			return accountant.CalibrateSubsampledSigma(q, steps, pr.eps, pr.delta)
+		}}
+	if c.T < 0 {
+		return pr, usagef("--T (rows to release) must be >= 1, got %d", c.T)
+	}
+	if c.T > 0 {
+		p.T = c.T
+	}
+	if c.m < 0 {
+		return pr, usagef("--m (mixup degree) must be >= 1, got %d", c.m)
+	}
+	p.M = c.m
+	for _, f := range []struct {
+		name string
+		v    float64
+		dst  *float64
+	}{{"lambda", c.lambda, &p.Lambda}, {"cx", c.cx, &p.Cx}, {"cy", c.cy, &p.Cy}, {"p", c.p, &p.P}} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return pr, usagef("--%s must be positive and finite, got %v", f.name, f.v)
+		}
+		*f.dst = f.v
+	}
+	pl, err := avgmix.NewPlan(release.NewNoise(), c.n, d, k, p)
+	if err != nil {
+		return pr, usageError{err}
+	}
+	// The calibration certified the charged mechanism; confirm it, as
+	// dp_avgmix does.
+	epsPlan, err := accountant.RigorousEpsilon([]accountant.Mechanism{pl.Mechanism}, pr.delta)
+	if err != nil {
+		return pr, err
+	}
+	if epsPlan > pr.eps {
+		return pr, fmt.Errorf("internal error: the calibrated release costs epsilon %g, above its target %g", epsPlan, pr.eps)
+	}
+	pr.plan = pl
+	pr.details = map[string]any{
+		"into": c.into, "n": c.n, "n_source": "asserted", "d": d, "K": k, "T": pl.T, "m": pl.M,
+		"sampling": pl.Sampling, "lambda": pl.Lambda, "cx": pl.Cx, "cy": pl.Cy,
+		"sigma_x": pl.SigmaX, "sigma_y": pl.SigmaY, "sigma_applied": pl.Sigma, "mu_clt": pl.CLTMu,
+		"target_epsilon": pr.eps, "target_delta": pr.delta,
+		"noise_tv": release.NoiseTVOf(pl.T * (d + k)),
+	}
+	if pl.Sampling == avgmix.Hierarchical {
+		pr.details["p"], pr.details["class_steps"] = pl.P, pl.ClassSteps
+	}
+	return pr, nil
+}
+
+// openDB opens the database file for the driver's own writes (the job table
+// and the release table), with immediate transactions.
+func openDB(path string) (*sql.DB, error) {
+	q := url.Values{}
+	q.Set("_txlock", "immediate")
+	q.Set("_busy_timeout", "30000")
+	q.Set("_foreign_keys", "1")
+	db, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+func newJobID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// avgmix validates, plans, charges, runs and imports; see the package doc.
+func (m *Main) avgmix(ctx context.Context, c *avgmixConfig) (avgmixSummary, error) {
+	start := time.Now()
+	var sum avgmixSummary
+	if c.db == "" {
+		return sum, usagef("--db (the dpsql database file with the ledger) is required")
+	}
+	if _, err := os.Stat(c.db); err != nil {
+		return sum, usagef("--db: %v (create it with `dpsql init FILE --mu 1`)", err)
+	}
+	if c.into == "" || !identRE.MatchString(c.into) {
+		return sum, usagef("--into %q: give the new release table a plain name (letters, digits and _; not starting with a digit)", c.into)
+	}
+	if low := strings.ToLower(c.into); strings.HasPrefix(low, "dp_") || strings.HasPrefix(low, "sqlite_") {
+		return sum, usagef("--into %q: names starting with dp_ or sqlite_ are reserved", c.into)
+	}
+	if c.parts < 1 || c.combineMB < 1 {
+		return sum, usagef("--staging-parts and --combine-mb must be >= 1")
+	}
+	if err := c.source(); err != nil {
+		return sum, err
+	}
+	d, k, err := c.src.Check(ctx)
+	if err != nil {
+		return sum, usageError{err}
+	}
+	l, err := accountant.OpenLedger(c.db)
+	if err != nil {
+		return sum, err
+	}
+	st, err := l.Remaining(ctx, c.scope)
+	if err != nil {
+		return sum, err
+	}
+	db, err := openDB(c.db)
+	if err != nil {
+		return sum, err
+	}
+	defer db.Close()
+	if exists, err := tableExists(ctx, db, c.into); err != nil {
+		return sum, err
+	} else if exists {
+		return sum, usagef("table %q already exists; releases never overwrite, choose another --into", c.into)
+	}
+	pr, err := planAvgmix(c, st, d, k)
+	if err != nil {
+		return sum, err
+	}
+	job := newJobID()
+	runner := *runners.Runner
+	if runner == "" {
+		runner = "prism"
+	}
+	pr.details["engine"], pr.details["job"], pr.details["runner"] = "beam", job, runner
+
+	// The pipeline is built, from public parameters only, before anything
+	// is charged: a construction error costs nothing.
+	// Each job stages into a directory of its own, so that no other job's
+	// files can be imported with it.
+	var staging string
+	if c.staging == "" {
+		if staging, err = os.MkdirTemp(filepath.Dir(c.db), ".dpsql-beam-"+job+"-"); err != nil {
+			return sum, err
+		}
+		defer os.RemoveAll(staging)
+	} else {
+		staging = strings.TrimRight(c.staging, "/") + "/dpsql-beam-" + job
+		defer func() {
+			pipeline.RemoveStaging(context.WithoutCancel(ctx), staging)
+			if !strings.Contains(staging, "://") {
+				os.Remove(staging)
+			}
+		}()
+	}
+	p := beam.NewPipeline()
+	if err := pipeline.Avgmix(p.Root(), pr.plan, c.src, pipeline.AvgmixOptions{Staging: staging, Parts: c.parts, CombineBytes: c.combineMB << 20}); err != nil {
+		return sum, err
+	}
+
+	// Charge before the run: the charge and the job's 'charged' event
+	// commit together, before any worker reads a row.
+	rec, err := l.Charge(ctx, accountant.Charge{Scope: c.scope, Mechanism: pr.plan.Mechanism, Details: pr.details, Query: c.command},
+		func(tx *sql.Tx) (map[string]any, error) {
+			return nil, appendJobEvent(ctx, tx, job, eventCharged, 0, c.into, "")
+		})
+	if err != nil {
+		return sum, err
+	}
+	// From here on the budget is spent: every failure is recorded as the
+	// job's outcome and releases nothing.
+	fail := func(err error) (avgmixSummary, error) {
+		if rerr := recordOutcome(ctx, db, job, eventFailed, rec.ID, c.into, err.Error()); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("recording the failure: %w", rerr))
+		}
+		return sum, fmt.Errorf("%w; the budget was spent (ledger entry %d) and nothing was released", err, rec.ID)
+	}
+	if m.beforeRun != nil {
+		if err := m.beforeRun(job); err != nil {
+			return fail(err)
+		}
+	}
+	runStart := time.Now()
+	if err := beamx.Run(ctx, p); err != nil {
+		return fail(fmt.Errorf("the pipeline failed: %w", err))
+	}
+	pipeSecs := time.Since(runStart).Seconds()
+	if err := importAvgmix(ctx, db, staging, c.into, pr.plan, job, rec.ID); err != nil {
+		return fail(err)
+	}
+	epsRig, err := accountant.RigorousEpsilon([]accountant.Mechanism{pr.plan.Mechanism}, st.Delta)
+	if err != nil {
+		epsRig = -1
+	}
+	pl := pr.plan
+	return avgmixSummary{
+		Into: c.into, Rows: pl.T, N: c.n, D: d, K: k, M: pl.M, Q: pl.Q, Steps: pl.Steps, Sampling: pl.Sampling,
+		Sigma: pl.Sigma, SigmaX: pl.SigmaX, SigmaY: pl.SigmaY, MuCLT: pl.CLTMu, EpsilonRigorous: epsRig, Delta: st.Delta,
+		LedgerID: rec.ID, Scope: rec.Scope, ScopeEpsilonSpent: rec.Epsilon, Job: job, Runner: runner,
+		Seconds: time.Since(start).Seconds(), PipelineSeconds: pipeSecs,
+	}, nil
+}
+
+func tableExists(ctx context.Context, db *sql.DB, name string) (bool, error) {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE lower(name) = lower(?)`, name).Scan(&n)
+	return n > 0, err
+}
+
+// importAvgmix creates the release table and fills it from the staged
+// output, with the job's 'released' event, in one transaction: a partial or
+// malformed output rolls back and releases nothing.
+func importAvgmix(ctx context.Context, db *sql.DB, staging, into string, plan *avgmix.Plan, job string, ledgerID int64) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	q := `"` + into + `"`
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE `+q+` (id INTEGER PRIMARY KEY, x BLOB NOT NULL, y BLOB NOT NULL)`); err != nil {
+		return fmt.Errorf("creating %s: %w", into, err)
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO `+q+` (id, x, y) VALUES (?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer ins.Close()
+	var xb, yb []byte
+	err = pipeline.ReadAvgmix(ctx, staging, plan, func(t int, x, y []float32) error {
+		xb, yb = sqlfuncs.AppendEncoded(xb[:0], x), sqlfuncs.AppendEncoded(yb[:0], y)
+		if _, err := ins.ExecContext(ctx, t+1, xb, yb); err != nil {
+			return fmt.Errorf("writing row %d of %s: %w", t+1, into, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("importing the release: %w", err)
+	}
+	if err := appendJobEvent(ctx, tx, job, eventReleased, ledgerID, into, fmt.Sprintf("%d rows", plan.T)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

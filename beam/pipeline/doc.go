@@ -1,0 +1,54 @@
+// Package pipeline holds dpsql's releases as Apache Beam pipelines, for tables
+// that outgrow one machine. The driver (dpsql-beam) plans a release from
+// public parameters, charges it to the ledger in the SQLite file, and only
+// then builds and runs the pipeline, which writes the noisy rows to a staging
+// directory the driver imports into the release table.
+//
+// # Avg-Mix (dp_avgmix)
+//
+// [Avgmix] computes exactly the law of release/avgmix's Release for a Plan:
+//
+//	shards --read--> row blocks --clip, sample (secure stream)--> (t, partial sums)
+//	   T empty sums (t = 0..T-1) --flatten--> CombinePerKey(vector sum) --> (t, exact sums)
+//	   --noise, divide by m (secure stream)--> records --group by part--> staging files
+//
+// Every row is clipped with avgmix's ClipRow and joins each output t
+// independently with probability q (Plan.SampleRow, drawn from a ChaCha8
+// stream that each DoFn instance seeds from crypto/rand in Setup, never from
+// pipeline options). Its clipped feature and label rows are added, in
+// float64, to the output's accumulator; the values are quantised so the sums
+// are exact, and so they do not depend on how Beam splits, orders or merges
+// them. The sampling DoFn keeps one accumulator per output index for the
+// whole bundle (up to MaxCombineBytes) and emits them when the bundle ends,
+// so Beam shuffles partial sums, not rows; the vector-sum CombineFn merges
+// the partial sums of each output index (and is lifted before the shuffle
+// where the runner supports it). The Go SDK's own lifted-combine cache keeps
+// only 2000 keys with random eviction, which for T = 60000 outputs would
+// ship almost one accumulator per (row, output) pair; hence the per-bundle
+// accumulators.
+//
+// Every output index 0..T-1 enters the combine once more with empty sums, so
+// an output no row joined is still released (as pure noise), exactly as
+// Release does. The finishing DoFn adds Gaussian noise on avgmix's grid with
+// avgmix's scales (Plan.Finish) and divides by the fixed m.
+//
+// For hierarchical sampling the class choices are drawn by the driver (in
+// avgmix.NewPlan, before any data is read) and reach the sampling DoFn as a
+// side input: a row of class c joins only the outputs that chose c, each with
+// probability q.
+//
+// # Retries
+//
+// No DoFn has a side effect before the sink: the sampling and noise DoFns
+// only emit. If a bundle fails and is retried, its outputs are discarded and
+// drawn afresh, and the runner commits exactly one attempt, so a retried
+// bundle cannot release twice. The sink writes each staging part whole from
+// the grouped records (committed upstream, so a retried write writes the same
+// bytes). The staging files hold only noisy rows.
+//
+// # What is public
+//
+// The pipeline never counts rows and never compares the number of rows with
+// the public n the plan was made for: the inclusion rate q = m/n is fixed by
+// the plan, and the output has exactly T rows whatever the data.
+package pipeline
