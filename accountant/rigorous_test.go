@@ -185,8 +185,8 @@ func TestRigorousErrors(t *testing.T) {
 			t.Errorf("%s: no error", c.name)
 		}
 		if len(c.ms) == 1 && c.ms[0] != good {
-			if _, err := ComposeInto(nil, c.ms[0]); err == nil {
-				t.Errorf("%s: ComposeInto: no error", c.name)
+			if _, err := (Composition{}).Add(c.ms[0]); err == nil {
+				t.Errorf("%s: Composition.Add: no error", c.name)
 			}
 		}
 	}
@@ -224,8 +224,8 @@ func TestCalibrateSubsampledSigma(t *testing.T) {
 	}
 }
 
-// Extending a cache one entry at a time agrees with accounting the list.
-func TestComposeIntoMatchesList(t *testing.T) {
+// Extending a composition one entry at a time agrees with accounting the list.
+func TestCompositionMatchesList(t *testing.T) {
 	ms := []Mechanism{
 		{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 50},
 		{Kind: KindGaussian, Mu: 0.2},
@@ -234,13 +234,13 @@ func TestComposeIntoMatchesList(t *testing.T) {
 		{Kind: KindSubsampledGaussian, Q: 0.02, Sigma: 1.5, Steps: 30},
 		{Kind: KindLaplace, Epsilon: 0.05, Neighbours: ReplaceOne},
 	}
-	var cache []byte
+	var comp Composition
 	var err error
 	for i, m := range ms {
-		if cache, err = ComposeInto(cache, m); err != nil {
+		if comp, err = comp.Add(m); err != nil {
 			t.Fatal(err)
 		}
-		got, err := CachedEpsilon(cache, 1e-5)
+		got, err := comp.Epsilon(1e-5)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,28 +251,40 @@ func TestComposeIntoMatchesList(t *testing.T) {
 		if math.Abs(got/want-1) > 1e-4 {
 			t.Errorf("after %d entries: cached %v, list %v", i+1, got, want)
 		}
-		gd, _ := CachedDelta(cache, 0.5)
+		gd, _ := comp.Delta(0.5)
 		wd, _ := RigorousDelta(ms[:i+1], 0.5)
 		if math.Abs(gd/wd-1) > 1e-3 {
 			t.Errorf("after %d entries: cached delta %v, list %v", i+1, gd, wd)
 		}
 	}
-	if n, err := CachedCount(cache); err != nil || n != int64(len(ms)) {
-		t.Errorf("count = %v, %v", n, err)
+	if n := comp.Count(); n != int64(len(ms)) {
+		t.Errorf("count = %v", n)
 	}
-	if e, err := CachedEpsilon(nil, 1e-5); err != nil || e != 0 {
-		t.Errorf("empty cache: %v, %v", e, err)
+	if e, err := (Composition{}).Epsilon(1e-5); err != nil || e != 0 {
+		t.Errorf("empty composition: %v, %v", e, err)
+	}
+	// Encoding round-trips exactly.
+	cache, err := comp.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Composition
+	if err := back.UnmarshalBinary(cache); err != nil {
+		t.Fatal(err)
+	}
+	e1, _ := comp.Epsilon(1e-5)
+	e2, _ := back.Epsilon(1e-5)
+	if e1 != e2 || back.Count() != comp.Count() {
+		t.Errorf("decoded composition: epsilon %v count %d, want %v %d", e2, back.Count(), e1, comp.Count())
 	}
 	for name, bad := range map[string][]byte{
 		"magic":     []byte("garbage that is long enough to parse"),
 		"truncated": cache[:len(cache)-1],
 		"flag":      append(append([]byte(nil), cache[:len(rigCacheMagic)+16]...), 7),
 	} {
-		if _, err := CachedEpsilon(bad, 1e-5); err == nil {
+		var c Composition
+		if err := c.UnmarshalBinary(bad); err == nil {
 			t.Errorf("%s: no error", name)
-		}
-		if _, err := ComposeInto(bad, ms[0]); err == nil {
-			t.Errorf("%s: ComposeInto: no error", name)
 		}
 	}
 }
@@ -300,24 +312,25 @@ func rigMixedEntry(i int) Mechanism {
 
 var rigFreshSigma int // never reused across benchmark runs
 
-// BenchmarkComposeIntoCached measures one budget check on a scope whose
-// cache already holds 999 mixed entries: extend the cache by one entry and
+// BenchmarkCompositionAdd measures one budget check on a scope whose
+// composition already holds 999 mixed entries: extend it by one entry and
 // read epsilon at delta 1e-5. "repeat": the new entry's PLD is in the memo
 // (the usual ledger pattern); "fresh": a never-seen entry, built from scratch.
-func BenchmarkComposeIntoCached(b *testing.B) {
-	var cache []byte
+func BenchmarkCompositionAdd(b *testing.B) {
+	var comp Composition
 	var err error
 	for i := 0; i < 999; i++ {
-		if cache, err = ComposeInto(cache, rigMixedEntry(i)); err != nil {
+		if comp, err = comp.Add(rigMixedEntry(i)); err != nil {
 			b.Fatal(err)
 		}
 	}
+	cache, _ := comp.MarshalBinary()
 	check := func(b *testing.B, m Mechanism) {
-		c, err := ComposeInto(cache, m)
+		c, err := comp.Add(m)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := CachedEpsilon(c, 1e-5); err != nil {
+		if _, err := c.Epsilon(1e-5); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -361,18 +374,24 @@ func TestRigorousConcurrent(t *testing.T) {
 	}
 }
 
-// Decoding a cache never panics.
-func FuzzComposeIntoCache(f *testing.F) {
-	c1, _ := ComposeInto(nil, Mechanism{Kind: KindGaussian, Mu: 1})
-	c2, _ := ComposeInto(c1, Mechanism{Kind: KindLaplace, Epsilon: 2})
-	f.Add(c1)
-	f.Add(c2)
+// Decoding a composition never panics.
+func FuzzCompositionUnmarshal(f *testing.F) {
+	c1, _ := (Composition{}).Add(Mechanism{Kind: KindGaussian, Mu: 1})
+	c2, _ := c1.Add(Mechanism{Kind: KindLaplace, Epsilon: 2})
+	b1, _ := c1.MarshalBinary()
+	b2, _ := c2.MarshalBinary()
+	f.Add(b1)
+	f.Add(b2)
 	f.Add([]byte(rigCacheMagic))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if _, err := CachedDelta(data, 1); err != nil {
+		var c Composition
+		if err := c.UnmarshalBinary(data); err != nil {
 			return
 		}
-		if _, err := ComposeInto(data, Mechanism{Kind: KindGaussian, Mu: 0.1}); err != nil {
+		if _, err := c.Delta(1); err != nil {
+			return
+		}
+		if _, err := c.Add(Mechanism{Kind: KindGaussian, Mu: 0.1}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -1,0 +1,60 @@
+package accountant
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// Status is one row of dp_budget_status.
+type Status struct {
+	Scope           string
+	MuBudget        float64
+	MuSpent         float64
+	MuRemaining     float64
+	EpsilonSpent    float64
+	Delta           float64
+	EpsilonBudget   sql.NullFloat64
+	EpsilonRigorous sql.NullFloat64
+	Entries         int64
+}
+
+// ReadStatus reads a scope's row of dp_budget_status (all scopes when scope is "").
+func ReadStatus(ctx context.Context, db Queryer, scope string) (Status, error) {
+	sts, err := ReadStatuses(ctx, db, scope)
+	if err != nil {
+		return Status{}, err
+	}
+	if len(sts) == 0 {
+		return Status{}, fmt.Errorf("%w %q", ErrUnknownScope, scope)
+	}
+	return sts[0], nil
+}
+
+// ReadStatuses reads dp_budget_status, one scope or all (scope == "").
+func ReadStatuses(ctx context.Context, db Queryer, scope string) ([]Status, error) {
+	q := `SELECT scope, mu_budget, mu_spent, mu_remaining, epsilon_spent, delta, epsilon_budget, epsilon_rigorous, entries FROM dp_budget_status`
+	var args []any
+	if scope != "" {
+		q += ` WHERE scope = ?`
+		args = append(args, scope)
+	}
+	rows, err := db.QueryContext(ctx, q+` ORDER BY scope`, args...)
+	if err != nil {
+		if strings.Contains(err.Error(), "no such table") {
+			return nil, ErrNoLedger
+		}
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Status
+	for rows.Next() {
+		var s Status
+		if err := rows.Scan(&s.Scope, &s.MuBudget, &s.MuSpent, &s.MuRemaining, &s.EpsilonSpent, &s.Delta, &s.EpsilonBudget, &s.EpsilonRigorous, &s.Entries); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
