@@ -64,7 +64,9 @@ func (e *BudgetError) Unwrap() error { return ErrBudget }
 // Charge checks the scope's budget, appends the ledger row and runs release, all
 // in one IMMEDIATE transaction that is committed before Charge returns. release
 // (may be nil) writes release tables with tx and may return details to record
-// in the row; if it fails, nothing is charged and nothing is released.
+// in the row; if it fails, nothing is charged and nothing is released. The
+// budget and the scope's spend come from the hash chain, accounted by this
+// process (see state.go); a version-0 file is upgraded first.
 func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) (map[string]any, error)) (Receipt, error) {
 	if err := c.Mechanism.Validate(); err != nil {
 		return Receipt{}, err
@@ -74,8 +76,18 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 		return Receipt{}, l.lockError(err)
 	}
 	defer tx.Rollback()
-
-	st, err := checkBudget(ctx, tx, c.Scope, c.Mechanism)
+	if err := ensureSchema(ctx, tx, false); err != nil {
+		return Receipt{}, err
+	}
+	fs, err := l.state(ctx, tx)
+	if err != nil {
+		return Receipt{}, err
+	}
+	sc, err := fs.scope(c.Scope)
+	if err != nil {
+		return Receipt{}, err
+	}
+	st, err := decide(sc.budget, sc.spend, c.Mechanism)
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -100,37 +112,26 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 	if err != nil {
 		return Receipt{}, fmt.Errorf("recording the charge's parameters: %w", err)
 	}
-	// The new row follows the last one: the next id, chained to its hash.
-	id, prev := int64(1), GenesisHash
-	switch err := tx.QueryRowContext(ctx, `SELECT id + 1, hash FROM dp_ledger ORDER BY id DESC LIMIT 1`).Scan(&id, &prev); {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return Receipt{}, err
-	}
-	row := Row{ID: id, At: now(), Scope: c.Scope, Mechanism: c.Mechanism.Kind, Mu: st.newMu, Params: string(pj), Query: c.Query, PrevHash: prev}
-	row.Hash = row.ComputeHash()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO dp_ledger(id, at, scope, mechanism, mu, params, query, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?)`,
-		row.ID, row.At, row.Scope, row.Mechanism, row.Mu, row.Params, row.Query, row.PrevHash, row.Hash); err != nil {
-		return Receipt{}, fmt.Errorf("appending to dp_ledger: %w", err)
-	}
-	cache, err := st.comp.MarshalBinary()
+	row, err := appendRow(ctx, tx, Row{Kind: EventCharge, Scope: c.Scope, Mechanism: c.Mechanism.Kind, Mu: st.newMu, Params: string(pj), Query: c.Query})
 	if err != nil {
-		return Receipt{}, fmt.Errorf("updating dp_scope_state: %w", err)
+		return Receipt{}, err
 	}
 	var rig any
 	if st.rigorous {
 		rig = st.epsilon
 	}
+	// dp_scope_state is informational (for SQL readers); no charge reads it.
 	if _, err := tx.ExecContext(ctx, `INSERT INTO dp_scope_state(scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous, pld)
-		VALUES (?,?,?,?,?,?,?) ON CONFLICT(scope) DO UPDATE SET through_id=excluded.through_id, mu_spent=excluded.mu_spent,
-		mu_remaining=excluded.mu_remaining, epsilon_spent=excluded.epsilon_spent, epsilon_rigorous=excluded.epsilon_rigorous, pld=excluded.pld`,
-		c.Scope, id, st.muAfter, st.muRemaining, st.epsGDP, rig, cache); err != nil {
+		VALUES (?,?,?,?,?,?,NULL) ON CONFLICT(scope) DO UPDATE SET through_id=excluded.through_id, mu_spent=excluded.mu_spent,
+		mu_remaining=excluded.mu_remaining, epsilon_spent=excluded.epsilon_spent, epsilon_rigorous=excluded.epsilon_rigorous, pld=NULL`,
+		c.Scope, row.ID, st.muAfter, st.muRemaining, st.epsGDP, rig); err != nil {
 		return Receipt{}, fmt.Errorf("updating dp_scope_state: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return Receipt{}, fmt.Errorf("committing the charge: %w", err)
 	}
-	return Receipt{ID: id, Scope: c.Scope, Mu: st.newMu, MuSpent: st.muAfter, MuRemaining: st.muRemaining,
+	l.remember(fs.after(st, row))
+	return Receipt{ID: row.ID, Scope: c.Scope, Mu: st.newMu, MuSpent: st.muAfter, MuRemaining: st.muRemaining,
 		Epsilon: st.epsilon, Delta: st.budget.Delta, Rigorous: st.rigorous, Params: params}, nil
 }
 
@@ -141,9 +142,18 @@ func (l *Ledger) lockError(err error) error {
 	return err
 }
 
-// Remaining returns a scope's status without charging.
+// Remaining returns a scope's status without charging, computed by this
+// process from the chain (not read from dp_budget_status).
 func (l *Ledger) Remaining(ctx context.Context, scope string) (Status, error) {
-	return ReadStatus(ctx, l.db, scope)
+	fs, err := l.state(ctx, l.db)
+	if err != nil {
+		return Status{}, err
+	}
+	sc, err := fs.scope(scope)
+	if err != nil {
+		return Status{}, err
+	}
+	return sc.status(scope)
 }
 
 // Queryer is what the ledger's readers need: a *sql.DB, *sql.Conn or *sql.Tx.
@@ -152,118 +162,55 @@ type Queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// LoadBudget reads one scope's budget.
+// LoadBudget reads one scope's budget from its latest budget event in the
+// chain (from dp_budget in a version-0 file, which has none). It does not
+// check the chain; the charge path does (see state.go).
 func LoadBudget(ctx context.Context, q Queryer, scope string) (Budget, error) {
-	b := Budget{Scope: scope}
-	var eps sql.NullFloat64
-	err := q.QueryRowContext(ctx, `SELECT mu_budget, delta, epsilon_budget FROM dp_budget WHERE scope = ?`, scope).Scan(&b.Mu, &b.Delta, &eps)
+	v, has, err := schemaVersion(ctx, q)
 	if err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return b, fmt.Errorf("%w %q: create it with `dpsql init DB --scope %s --mu 1` or SELECT dp_init(1.0, 1e-5, '%s')", ErrUnknownScope, scope, scope, scope)
-		}
-		if strings.Contains(err.Error(), "no such table") {
-			return b, ErrNoLedger
-		}
-		return b, err
+		return Budget{}, err
 	}
-	b.Epsilon = eps.Float64
-	return b, nil
-}
-
-// scopeMechanisms reads the mechanisms charged so far in a scope.
-func scopeMechanisms(ctx context.Context, q Queryer, scope string) ([]Mechanism, error) {
-	rows, err := q.QueryContext(ctx, `SELECT id, params FROM dp_ledger WHERE scope = ? ORDER BY id`, scope)
-	if err != nil {
-		return nil, err
+	if !has {
+		return Budget{}, ErrNoLedger
 	}
-	defer rows.Close()
-	var ms []Mechanism
-	for rows.Next() {
-		var id int64
-		var p string
-		if err := rows.Scan(&id, &p); err != nil {
-			return nil, err
-		}
-		m, err := ParseMechanism([]byte(p))
+	if v == 0 {
+		bs, err := tableBudgets(ctx, q)
 		if err != nil {
-			return nil, fmt.Errorf("ledger row %d cannot be accounted (%v): refusing to charge until the ledger is repaired", id, err)
+			return Budget{}, err
 		}
-		ms = append(ms, m)
-	}
-	return ms, rows.Err()
-}
-
-// checkBudget reads scope's budget and entries in tx and decides whether m fits.
-func checkBudget(ctx context.Context, tx *sql.Tx, scope string, m Mechanism) (checked, error) {
-	b, err := LoadBudget(ctx, tx, scope)
-	if err != nil {
-		return checked{}, err
-	}
-	var sp scopeSpend
-	var lastID int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(mu*mu), 0), coalesce(sum(mechanism NOT IN ('gaussian', 'external')), 0), coalesce(max(id), 0) FROM dp_ledger WHERE scope = ?`, scope).Scan(&sp.sumSq, &sp.nonGaussian, &lastID); err != nil {
-		return checked{}, err
-	}
-	if sp.comp, err = scopeComposition(ctx, tx, scope, lastID); err != nil {
-		return checked{}, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", scope, err)
-	}
-	return decide(b, sp, m)
-}
-
-// scopeComposition returns the scope's cached composition if it covers every
-// ledger row up to lastID, or rebuilds it from the ledger.
-func scopeComposition(ctx context.Context, tx Queryer, scope string, lastID int64) (Composition, error) {
-	var through sql.NullInt64
-	var cache []byte
-	err := tx.QueryRowContext(ctx, `SELECT through_id, pld FROM dp_scope_state WHERE scope = ?`, scope).Scan(&through, &cache)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return Composition{}, err
-	}
-	var c Composition
-	if lastID == 0 {
-		return c, nil
-	}
-	if through.Valid && through.Int64 == lastID && cache != nil {
-		err := c.UnmarshalBinary(cache)
-		return c, err
-	}
-	ms, err := scopeMechanisms(ctx, tx, scope)
-	if err != nil {
-		return c, err
-	}
-	for _, m := range ms {
-		if c, err = c.Add(m); err != nil {
-			return c, err
+		if b, ok := bs[scope]; ok {
+			return b, nil
 		}
+		return Budget{}, unknownScope(scope)
 	}
-	return c, nil
+	r := Row{Scope: scope, Kind: EventBudget}
+	err = q.QueryRowContext(ctx, `SELECT id, params FROM dp_ledger WHERE kind = 'budget' AND scope = ? ORDER BY id DESC LIMIT 1`, scope).Scan(&r.ID, &r.Params)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Budget{}, unknownScope(scope)
+	}
+	if err != nil {
+		return Budget{}, err
+	}
+	return parseBudgetEvent(r)
 }
 
 // Init creates the schema (if absent) and the scope b through the ledger connection.
 func (l *Ledger) Init(ctx context.Context, b Budget) error { return Init(ctx, l.db, b) }
 
 // ScopeEpsilon returns the rigorous epsilon, at delta, of everything a scope
-// has spent: the scope's cached composition (exact GDP conversion while its
-// entries are all Gaussian), the figure its budget checks use.
+// has spent: the composition its budget checks use (exact GDP conversion
+// while its entries are all Gaussian), computed by this process.
 func (l *Ledger) ScopeEpsilon(ctx context.Context, scope string, delta float64) (float64, error) {
 	if err := checkDelta(delta); err != nil {
 		return 0, err
 	}
-	if _, err := LoadBudget(ctx, l.db, scope); err != nil {
-		return 0, err
-	}
-	// The same composition the budget checks use: the scope's cache, rebuilt
-	// from the ledger if it is stale.
-	var lastID int64
-	if err := l.db.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM dp_ledger WHERE scope = ?`, scope).Scan(&lastID); err != nil {
-		return 0, err
-	}
-	if lastID == 0 {
-		return 0, nil
-	}
-	c, err := scopeComposition(ctx, l.db, scope, lastID)
+	fs, err := l.state(ctx, l.db)
 	if err != nil {
 		return 0, err
 	}
-	return c.Epsilon(delta)
+	sc, err := fs.scope(scope)
+	if err != nil {
+		return 0, err
+	}
+	return sc.spend.comp.Epsilon(delta)
 }

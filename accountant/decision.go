@@ -20,6 +20,7 @@ type scopeSpend struct {
 // dp_scope_state and the receipt.
 type checked struct {
 	budget              Budget
+	mechanism           Mechanism
 	newMu, muAfter      float64
 	muRemaining, epsGDP float64
 	epsilon             float64
@@ -33,7 +34,7 @@ type checked struct {
 // of squares); otherwise the rigorous (PLD) epsilon at the scope's delta
 // decides, against the budget's epsilon (or the epsilon its mu gives).
 func decide(b Budget, prior scopeSpend, m Mechanism) (checked, error) {
-	c := checked{budget: b, newMu: m.GDPMu()}
+	c := checked{budget: b, mechanism: m, newMu: m.GDPMu()}
 	var err error
 	if c.comp, err = prior.comp.Add(m); err != nil {
 		return checked{}, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", b.Scope, err)

@@ -13,13 +13,17 @@
 // uses that figure.
 //
 // The ledger lives in the protected database file itself:
-//   - schema.go: the tables (dp_budget, dp_ledger, dp_scope_state) and [Init];
+//   - schema.go: the tables (dp_ledger, and dp_budget and dp_scope_state
+//     derived from it) and [Init]; migrate.go: the upgrade of a version-0 file;
 //   - registry.go: one ledger connection per file and process ([OpenLedger]);
 //   - charge.go: [Ledger.Charge], which checks a scope's budget, appends the
 //     ledger row and writes the release in one IMMEDIATE transaction that
 //     commits before the release can be seen;
 //   - decision.go: the budget decision, a pure function of a scope's budget
 //     and its entries;
-//   - chain.go: the hash chain over dp_ledger ([Row], [Verify]);
+//   - state.go: what the chain says, computed by this process and kept in
+//     memory keyed by the chain's head: a charge trusts nothing else;
+//   - chain.go: the hash chain over dp_ledger ([Row], [Head]); verify.go:
+//     [Verify], which also recomputes what the file's tables say;
 //   - status.go: dp_budget_status ([ReadStatus]).
 package accountant

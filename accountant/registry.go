@@ -18,6 +18,9 @@ type Ledger struct {
 	path string
 	db   *sql.DB
 	refs int // connections holding the ledger (RetainLedger)
+
+	memoMu sync.Mutex
+	memo   *fileState // the state at the last head this process saw (state.go)
 }
 
 var (

@@ -122,7 +122,7 @@ func TestChargeSurvivesKillAfterPrint(t *testing.T) {
 	defer db.Close()
 	var n int
 	var mu float64
-	if err := db.QueryRow(`SELECT count(*), coalesce(sum(mu), 0) FROM dp_ledger`).Scan(&n, &mu); err != nil {
+	if err := db.QueryRow(`SELECT count(*), coalesce(sum(mu), 0) FROM dp_ledger WHERE kind = 'charge'`).Scan(&n, &mu); err != nil {
 		t.Fatal(err)
 	}
 	if n != 1 || mu != 0.5 {
@@ -179,9 +179,9 @@ func TestConcurrentProcessesNeverOverspend(t *testing.T) {
 	db, _ := sql.Open("sqlite3", path)
 	defer db.Close()
 	var n int
-	db.QueryRow(`SELECT count(*) FROM dp_ledger`).Scan(&n)
+	db.QueryRow(`SELECT count(*) FROM dp_ledger WHERE kind = 'charge'`).Scan(&n)
 	if n != 100 {
-		t.Errorf("ledger has %d rows, want 100", n)
+		t.Errorf("ledger has %d charges, want 100", n)
 	}
 	t.Logf("charges per process: %v", counts)
 }

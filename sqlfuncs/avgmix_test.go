@@ -75,7 +75,7 @@ func TestAvgmixEndToEnd(t *testing.T) {
 		t.Errorf("released %d rows, %d bad x, %d bad y", n, badX, badY)
 	}
 	var mech, params, query string
-	db.QueryRow(`SELECT mechanism, params, query FROM dp_ledger`).Scan(&mech, &params, &query)
+	db.QueryRow(`SELECT mechanism, params, query FROM dp_ledger WHERE kind = 'charge'`).Scan(&mech, &params, &query)
 	for _, want := range []string{`"into":"released"`, `"n":3000`, `"n_public":true`, `"steps":1500`, `"q":`, `"sigma":`} {
 		if !strings.Contains(params, want) {
 			t.Errorf("ledger params lack %s: %s", want, params)
@@ -117,7 +117,7 @@ func TestAvgmixHierarchicalAndVectorLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	var params string
-	db.QueryRow(`SELECT params FROM dp_ledger`).Scan(&params)
+	db.QueryRow(`SELECT params FROM dp_ledger WHERE kind = 'charge'`).Scan(&params)
 	if !strings.Contains(params, `"class_steps"`) || !strings.Contains(params, `"sampling":"hierarchical"`) || !strings.Contains(params, `"K":5`) {
 		t.Errorf("hierarchical ledger params: %s", params)
 	}

@@ -136,7 +136,7 @@ func TestSelectTopmEndToEnd(t *testing.T) {
 			var id int64
 			var mech, params string
 			var mu float64
-			if err := db.QueryRow(`SELECT id, mechanism, mu, params FROM dp_ledger`).Scan(&id, &mech, &mu, &params); err != nil {
+			if err := db.QueryRow(`SELECT id, mechanism, mu, params FROM dp_ledger WHERE kind = 'charge'`).Scan(&id, &mech, &mu, &params); err != nil {
 				t.Fatal(err)
 			}
 			var p struct {
@@ -257,7 +257,7 @@ func TestSelectTopmEndToEnd(t *testing.T) {
 			// Released columns follow the selected indices: class means of the
 			// release match the true class means (no clipping at this norm).
 			var sigma float64
-			db.QueryRow(`SELECT json_extract(params, '$.sigma_release') FROM dp_ledger`).Scan(&sigma)
+			db.QueryRow(`SELECT json_extract(params, '$.sigma_release') FROM dp_ledger WHERE kind = 'charge'`).Scan(&sigma)
 			for y := 0; y < tt.k; y++ {
 				for r, j := range s.Indices {
 					var truth float64

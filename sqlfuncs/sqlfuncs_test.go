@@ -32,7 +32,7 @@ func openDB(t testing.TB, initSQL string) *sql.DB {
 func ledgerRows(t testing.TB, db *sql.DB) int {
 	t.Helper()
 	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM dp_ledger`).Scan(&n); err != nil {
+	if err := db.QueryRow(`SELECT count(*) FROM dp_ledger WHERE kind = 'charge'`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -49,7 +49,7 @@ func TestGaussianDistribution(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := db.QueryRow(`SELECT json_extract(params, '$.sigma') FROM dp_ledger LIMIT 1`).Scan(&sigma); err != nil {
+	if err := db.QueryRow(`SELECT json_extract(params, '$.sigma') FROM dp_ledger WHERE kind = 'charge' LIMIT 1`).Scan(&sigma); err != nil {
 		t.Fatal(err)
 	}
 	if math.Abs(sigma-sens/mu) > 1e-3*sens/mu {
@@ -98,7 +98,7 @@ func TestGaussianEpsilonDeltaForm(t *testing.T) {
 	if err := db.QueryRow(`SELECT dp_gaussian(0, 1, 1.0, 1e-5)`).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	db.QueryRow(`SELECT mu FROM dp_ledger`).Scan(&mu)
+	db.QueryRow(`SELECT mu FROM dp_ledger WHERE kind = 'charge'`).Scan(&mu)
 	want, _ := sqlfuncsMu(db, 1, 1e-5)
 	if math.Abs(mu-want) > 1e-12 || math.Abs(mu-0.268051123211294) > 1e-9 {
 		t.Errorf("dp_gaussian(x, 1, eps=1, delta=1e-5) charged mu = %v, want gdp_mu = %v", mu, want)
@@ -123,7 +123,7 @@ func TestGaussianVector(t *testing.T) {
 		t.Fatalf("noisy vector %v, %v", v, err)
 	}
 	var dim int
-	db.QueryRow(`SELECT json_extract(params, '$.dim') FROM dp_ledger`).Scan(&dim)
+	db.QueryRow(`SELECT json_extract(params, '$.dim') FROM dp_ledger WHERE kind = 'charge'`).Scan(&dim)
 	if dim != 4 {
 		t.Errorf("ledger dim = %d", dim)
 	}
@@ -244,7 +244,7 @@ func TestScopesAndSpend(t *testing.T) {
 		t.Errorf("default scope remaining %v %v", rem, err)
 	}
 	var scope, note string
-	db.QueryRow(`SELECT scope, json_extract(params, '$.note') FROM dp_ledger`).Scan(&scope, &note)
+	db.QueryRow(`SELECT scope, json_extract(params, '$.note') FROM dp_ledger WHERE kind = 'charge'`).Scan(&scope, &note)
 	if scope != "study" || note != "trained a model elsewhere" {
 		t.Errorf("ledger row scope %q note %q", scope, note)
 	}
@@ -267,7 +267,7 @@ func TestQueryTextRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got string
-	db.QueryRow(`SELECT query FROM dp_ledger`).Scan(&got)
+	db.QueryRow(`SELECT query FROM dp_ledger WHERE kind = 'charge'`).Scan(&got)
 	if got != q {
 		t.Errorf("ledger query = %q, want %q", got, q)
 	}

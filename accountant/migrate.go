@@ -1,0 +1,102 @@
+package accountant
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// migrateV0 upgrades a version-0 ledger (the first release's schema) to
+// version 1 in place, inside the caller's write transaction:
+//   - dp_ledger gains kind ('charge' for every old row) and form (0: the old
+//     rows keep their canonical form and so their hashes);
+//   - dp_budget gains neighbours: replace_one for a scope that already holds a
+//     replace-one entry (its add/remove entries are then converted by group
+//     privacy, which is sound), add_remove otherwise;
+//   - each budget of dp_budget, as found, is appended as a budget event
+//     (migrated: true, with its created_at), so that from now on the charge
+//     path reads budgets from the chain;
+//   - dp_budget_status counts charges only and shows the relation.
+//
+// Version-0 budgets were never chain events: what the upgrade copies is what
+// dp_budget holds at that moment. The protecting triggers are left as found,
+// so that Verify still reports one that was dropped.
+func migrateV0(ctx context.Context, x ledgerConn) error {
+	fail := func(err error) error { return fmt.Errorf("upgrading the ledger to schema version 1: %w", err) }
+	for _, q := range []string{
+		`ALTER TABLE dp_ledger ADD COLUMN kind TEXT NOT NULL DEFAULT 'charge'`,
+		`ALTER TABLE dp_ledger ADD COLUMN form INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE dp_budget ADD COLUMN neighbours TEXT NOT NULL DEFAULT 'add_remove'`,
+		`DROP VIEW IF EXISTS dp_budget_status`,
+		statusViewSQL,
+	} {
+		if _, err := x.ExecContext(ctx, q); err != nil {
+			return fail(err)
+		}
+	}
+	// Scopes that hold a replace-one entry become replace-one scopes.
+	rows, err := ReadLedger(ctx, x)
+	if err != nil {
+		return fail(err)
+	}
+	replace := map[string]bool{}
+	for _, r := range rows {
+		var m Mechanism
+		if json.Unmarshal([]byte(r.Params), &m) == nil && m.Neighbours == ReplaceOne {
+			replace[r.Scope] = true
+		}
+	}
+	if len(replace) > 0 {
+		var hadTrigger int
+		if err := x.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'dp_budget_no_update'`).Scan(&hadTrigger); err != nil {
+			return fail(err)
+		}
+		if _, err := x.ExecContext(ctx, `DROP TRIGGER IF EXISTS dp_budget_no_update`); err != nil {
+			return fail(err)
+		}
+		for s := range replace {
+			if _, err := x.ExecContext(ctx, `UPDATE dp_budget SET neighbours = ? WHERE scope = ?`, ReplaceOne, s); err != nil {
+				return fail(err)
+			}
+		}
+		if hadTrigger > 0 {
+			t := protectingTriggers[2]
+			if _, err := x.ExecContext(ctx, "CREATE TRIGGER "+t.name+" "+t.body); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	budgets, err := x.QueryContext(ctx, `SELECT scope, mu_budget, delta, created_at, coalesce(epsilon_budget, 0), neighbours FROM dp_budget ORDER BY created_at, scope`)
+	if err != nil {
+		return fail(err)
+	}
+	type found struct {
+		scope string
+		rec   budgetRecord
+	}
+	var all []found
+	for budgets.Next() {
+		var f found
+		if err := budgets.Scan(&f.scope, &f.rec.MuBudget, &f.rec.Delta, &f.rec.CreatedAt, &f.rec.EpsilonBudget, &f.rec.Neighbours); err != nil {
+			budgets.Close()
+			return fail(err)
+		}
+		f.rec.Migrated = true
+		all = append(all, f)
+	}
+	budgets.Close()
+	if err := budgets.Err(); err != nil {
+		return fail(err)
+	}
+	for _, f := range all {
+		p, err := json.Marshal(f.rec)
+		if err != nil {
+			return fail(err)
+		}
+		if _, err := appendRow(ctx, x, Row{Kind: EventBudget, Scope: f.scope, Mechanism: EventBudget, Mu: f.rec.MuBudget, Params: string(p)}); err != nil {
+			return fail(err)
+		}
+	}
+	_, err = x.ExecContext(ctx, `PRAGMA user_version = 1`)
+	return err
+}

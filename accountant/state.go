@@ -1,0 +1,221 @@
+package accountant
+
+import (
+	"context"
+	"fmt"
+	"math"
+)
+
+// What the chain says, computed by this process. A charge never relies on a
+// composition it did not compute: dp_budget and dp_scope_state are written
+// for SQL readers and compared by Verify, but never read to decide. The last
+// state is kept in memory keyed by the chain's head (id and hash of its last
+// row); when the head moved (another process charged, or a row was edited in
+// place, which changes the hash), the state is recomputed from dp_ledger,
+// after checking the whole chain.
+
+// scopeState is one scope as the chain says: its budget and what its charges
+// add up to.
+type scopeState struct {
+	budget  Budget
+	spend   scopeSpend
+	entries int64 // charges
+	lastID  int64 // id of the last charge (0: none)
+}
+
+// fileState is every scope of a file at one head of its chain.
+type fileState struct {
+	head   Head
+	scopes map[string]*scopeState
+}
+
+// scope returns the state of a scope, or the unknown-scope error.
+func (f *fileState) scope(name string) (*scopeState, error) {
+	if s, ok := f.scopes[name]; ok {
+		return s, nil
+	}
+	return nil, unknownScope(name)
+}
+
+func unknownScope(scope string) error {
+	return fmt.Errorf("%w %q: create it with `dpsql init DB --scope %s --mu 1` or SELECT dp_init(1.0, 1e-5, '%s')", ErrUnknownScope, scope, scope, scope)
+}
+
+// after returns the state once the charge row (accepted as c) follows f.
+func (f *fileState) after(c checked, row Row) *fileState {
+	n := &fileState{head: Head{ID: row.ID, Hash: row.Hash}, scopes: make(map[string]*scopeState, len(f.scopes))}
+	for k, v := range f.scopes {
+		n.scopes[k] = v
+	}
+	s := *f.scopes[row.Scope]
+	s.spend.sumSq += c.newMu * c.newMu
+	if !c.mechanism.IsGaussian() {
+		s.spend.nonGaussian++
+	}
+	s.spend.comp = c.comp
+	s.entries++
+	s.lastID = row.ID
+	n.scopes[row.Scope] = &s
+	return n
+}
+
+// computeState accounts checked rows (see checkChain). Budgets come from the
+// chain's budget events; legacy holds dp_budget's budgets for a version-0
+// file, which has none.
+func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
+	f := &fileState{head: Head{Hash: GenesisHash}, scopes: map[string]*scopeState{}}
+	for s, b := range legacy {
+		f.scopes[s] = &scopeState{budget: b}
+	}
+	charges := map[string][]Mechanism{}
+	for _, r := range rows {
+		f.head = Head{ID: r.ID, Hash: r.Hash}
+		switch r.kind() {
+		case EventBudget:
+			b, err := parseBudgetEvent(r)
+			if err != nil {
+				return nil, err
+			}
+			s := f.scopes[r.Scope]
+			if s == nil {
+				s = &scopeState{}
+				f.scopes[r.Scope] = s
+			}
+			s.budget = b
+		case EventCharge:
+			m, err := ParseMechanism([]byte(r.Params))
+			if err != nil {
+				return nil, fmt.Errorf("ledger row %d cannot be accounted (%v): refusing to charge until the ledger is repaired", r.ID, err)
+			}
+			s := f.scopes[r.Scope]
+			if s == nil {
+				s = &scopeState{}
+				f.scopes[r.Scope] = s
+			}
+			mu := m.GDPMu()
+			s.spend.sumSq += mu * mu
+			if !m.IsGaussian() {
+				s.spend.nonGaussian++
+			}
+			s.entries++
+			s.lastID = r.ID
+			charges[r.Scope] = append(charges[r.Scope], m)
+		default:
+			return nil, fmt.Errorf("ledger row %d: unknown event kind %q", r.ID, r.Kind)
+		}
+	}
+	for name, s := range f.scopes {
+		if s.budget.Scope == "" {
+			return nil, fmt.Errorf("ledger row %d charges scope %q, which has no budget in the chain", s.lastID, name)
+		}
+		c, err := rigComposeAll(charges[name])
+		if err != nil {
+			return nil, fmt.Errorf("scope %q cannot be accounted: %w", name, err)
+		}
+		s.spend.comp = Composition{*c}
+	}
+	return f, nil
+}
+
+// status returns the scope's figures as dp_budget_status shows them.
+func (s *scopeState) status(name string) (Status, error) {
+	b := s.budget
+	st := Status{Scope: name, MuBudget: b.Mu, Delta: b.Delta, Entries: s.entries, MuRemaining: b.Mu}
+	if b.Epsilon > 0 {
+		st.EpsilonBudget.Float64, st.EpsilonBudget.Valid = b.Epsilon, true
+	}
+	if s.entries == 0 {
+		return st, nil
+	}
+	st.MuSpent = math.Sqrt(s.spend.sumSq)
+	st.MuRemaining = math.Sqrt(math.Max(b.Mu*b.Mu-st.MuSpent*st.MuSpent, 0))
+	if st.EpsilonSpent = math.Inf(1); !math.IsInf(st.MuSpent, 1) {
+		st.EpsilonSpent, _ = Epsilon(st.MuSpent, b.Delta)
+	}
+	if s.spend.nonGaussian > 0 {
+		e, err := s.spend.comp.Epsilon(b.Delta)
+		if err != nil {
+			return st, fmt.Errorf("scope %q cannot be accounted: %w", name, err)
+		}
+		st.EpsilonRigorous.Float64, st.EpsilonRigorous.Valid = e, true
+	}
+	return st, nil
+}
+
+// state returns the file's state at the head of q's chain: the memo if the
+// head has not moved, else recomputed from the whole (checked) chain. q is the
+// charge's transaction, or any reader.
+func (l *Ledger) state(ctx context.Context, q Queryer) (*fileState, error) {
+	v, has, err := schemaVersion(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if !has {
+		return nil, ErrNoLedger
+	}
+	head, err := readHead(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	l.memoMu.Lock()
+	memo := l.memo
+	l.memoMu.Unlock()
+	if memo != nil && memo.head == head {
+		return memo, nil
+	}
+	rows, err := ReadLedger(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := checkChain(rows); err != nil {
+		return nil, fmt.Errorf("refusing to account a ledger whose chain does not verify (run `dpsql audit verify`): %w", err)
+	}
+	if memo != nil && !containsHead(rows, memo.head) {
+		return nil, fmt.Errorf("%w: row %s, which this process saw, is no longer in the chain (rows were removed or rewritten); refusing to account", ErrChainBroken, memo.head)
+	}
+	var legacy map[string]Budget
+	if v == 0 {
+		if legacy, err = tableBudgets(ctx, q); err != nil {
+			return nil, err
+		}
+	}
+	st, err := computeState(rows, legacy)
+	if err != nil {
+		return nil, err
+	}
+	l.remember(st)
+	return st, nil
+}
+
+func (l *Ledger) remember(st *fileState) {
+	l.memoMu.Lock()
+	l.memo = st
+	l.memoMu.Unlock()
+}
+
+// tableBudgets reads dp_budget (derived from the chain since schema version
+// 1; the only record of budgets in a version-0 file).
+func tableBudgets(ctx context.Context, q Queryer) (map[string]Budget, error) {
+	v, _, err := schemaVersion(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	nb := `'add_remove'`
+	if v >= 1 {
+		nb = `neighbours`
+	}
+	rows, err := q.QueryContext(ctx, `SELECT scope, mu_budget, delta, coalesce(epsilon_budget, 0), `+nb+` FROM dp_budget`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]Budget{}
+	for rows.Next() {
+		var b Budget
+		if err := rows.Scan(&b.Scope, &b.Mu, &b.Delta, &b.Epsilon, &b.Neighbours); err != nil {
+			return nil, err
+		}
+		out[b.Scope] = b
+	}
+	return out, rows.Err()
+}
