@@ -21,7 +21,7 @@ type Charge struct {
 type Receipt struct {
 	ID          int64
 	Scope       string
-	Mu          float64 // this charge's GDP figure (CLT value for subsampled mechanisms)
+	Mu          float64 // this charge's GDP figure in its scope's relation (CLT value for subsampled mechanisms)
 	MuSpent     float64 // sqrt(sum mu_i^2) of the scope after this charge
 	MuRemaining float64 // the largest mu a further Gaussian charge may still spend
 	Epsilon     float64 // epsilon of the scope's spend at its delta (rigorous where needed)
@@ -87,7 +87,11 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 	if err != nil {
 		return Receipt{}, err
 	}
-	st, err := decide(sc.budget, sc.spend, c.Mechanism)
+	acc, err := inScope(c.Scope, sc.budget.Neighbours, c.Mechanism)
+	if err != nil {
+		return Receipt{}, err
+	}
+	st, err := decide(sc.budget, sc.spend, acc)
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -112,7 +116,9 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 	if err != nil {
 		return Receipt{}, fmt.Errorf("recording the charge's parameters: %w", err)
 	}
-	row, err := appendRow(ctx, tx, Row{Kind: EventCharge, Scope: c.Scope, Mechanism: c.Mechanism.Kind, Mu: st.newMu, Params: string(pj), Query: c.Query})
+	// The row records the mechanism as stated (its own mu); the scope's
+	// figures count it as converted to the scope's neighbour relation.
+	row, err := appendRow(ctx, tx, Row{Kind: EventCharge, Scope: c.Scope, Mechanism: c.Mechanism.Kind, Mu: c.Mechanism.GDPMu(), Params: string(pj), Query: c.Query})
 	if err != nil {
 		return Receipt{}, err
 	}

@@ -23,9 +23,10 @@ import (
 //   - laplace: Laplace noise with sensitivity/scale = Epsilon, composed Steps
 //     times.
 //   - subsampled_gaussian: Poisson rate Q, noise multiplier Sigma, Steps
-//     steps, both directions kept. Replace-one is refused: a replace-one
-//     neighbour under Poisson sampling is not two composed add/remove steps
-//     (group privacy is not composition), so composing twice would be unsound.
+//     steps, both directions kept. Replace-one entries use the replace-one
+//     pair (pld.SubsampledGaussianReplaceOne): a replace-one neighbour under
+//     Poisson sampling is not two composed add/remove steps (group privacy
+//     is not composition).
 
 // rigorousConfig is the discretisation used for ledger accounting.
 var rigorousConfig = pld.Config{}
@@ -125,7 +126,7 @@ func (c *rigComposition) epsilon(delta float64) (float64, error) {
 // rigMechanismPLD returns the PLD of a non-Gaussian entry (all its steps),
 // from the memo when the same entry was seen recently.
 func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
-	k := rigMemoKey{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon, steps: int(m.steps())}
+	k := rigMemoKey{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon, steps: int(m.steps()), neighbours: m.Neighbours}
 	return rigMemo.get(k, func() (*pld.PLD, error) {
 		var p *pld.PLD
 		var err error
@@ -133,6 +134,10 @@ func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
 		case KindLaplace:
 			p, err = rigorousConfig.Laplace(k.eps, 1)
 		case KindSubsampledGaussian:
+			if m.Neighbours == ReplaceOne {
+				p, err = rigorousConfig.SubsampledGaussianReplaceOne(m.Q, m.Sigma)
+				break
+			}
 			p, err = rigorousConfig.SubsampledGaussian(m.Q, m.Sigma)
 		default:
 			return nil, fmt.Errorf("%s: no PLD for this kind", m.Kind)
@@ -160,6 +165,7 @@ type rigMemoKey struct {
 	q, sigma, eps float64
 	mu            float64
 	steps         int
+	neighbours    string // replace_one subsampled entries have their own PLD
 }
 
 // rigPLDMemo keeps the most recently built PLDs (a ledger repeats its entries:
@@ -211,9 +217,10 @@ func (c *rigPLDMemo) get(k rigMemoKey, build func() (*pld.PLD, error)) (*pld.PLD
 func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 	c := &rigComposition{}
 	type key struct {
-		kind     string
-		q, sigma float64
-		eps      float64
+		kind       string
+		q, sigma   float64
+		eps        float64
+		neighbours string
 	}
 	groups := map[key]int{}
 	for i, m := range ms {
@@ -225,7 +232,7 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 			c.addGaussian(m.GDPMu())
 			continue
 		}
-		k := key{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon}
+		k := key{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon, neighbours: m.Neighbours}
 		groups[k] += int(m.steps())
 	}
 	keys := make([]key, 0, len(groups))
@@ -243,10 +250,13 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 		if a.sigma != b.sigma {
 			return a.sigma < b.sigma
 		}
-		return a.eps < b.eps
+		if a.eps != b.eps {
+			return a.eps < b.eps
+		}
+		return a.neighbours < b.neighbours
 	})
 	for _, k := range keys {
-		m := Mechanism{Kind: k.kind, Q: k.q, Sigma: k.sigma, Epsilon: k.eps, Steps: groups[k]}
+		m := Mechanism{Kind: k.kind, Q: k.q, Sigma: k.sigma, Epsilon: k.eps, Steps: groups[k], Neighbours: k.neighbours}
 		p, err := rigMechanismPLD(m)
 		if err != nil {
 			return nil, err

@@ -68,6 +68,7 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 		f.scopes[s] = &scopeState{budget: b}
 	}
 	charges := map[string][]Mechanism{}
+	lastRow := map[string]int64{}
 	for _, r := range rows {
 		f.head = Head{ID: r.ID, Hash: r.Hash}
 		switch r.kind() {
@@ -87,28 +88,43 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 			if err != nil {
 				return nil, fmt.Errorf("ledger row %d cannot be accounted (%v): refusing to charge until the ledger is repaired", r.ID, err)
 			}
-			s := f.scopes[r.Scope]
-			if s == nil {
-				s = &scopeState{}
-				f.scopes[r.Scope] = s
+			if f.scopes[r.Scope] == nil {
+				f.scopes[r.Scope] = &scopeState{}
 			}
-			mu := m.GDPMu()
-			s.spend.sumSq += mu * mu
-			if !m.IsGaussian() {
-				s.spend.nonGaussian++
-			}
-			s.entries++
-			s.lastID = r.ID
 			charges[r.Scope] = append(charges[r.Scope], m)
+			lastRow[r.Scope] = r.ID
 		default:
 			return nil, fmt.Errorf("ledger row %d: unknown event kind %q", r.ID, r.Kind)
 		}
 	}
 	for name, s := range f.scopes {
 		if s.budget.Scope == "" {
-			return nil, fmt.Errorf("ledger row %d charges scope %q, which has no budget in the chain", s.lastID, name)
+			return nil, fmt.Errorf("ledger row %d charges scope %q, which has no budget in the chain", lastRow[name], name)
 		}
-		c, err := rigComposeAll(charges[name])
+		if legacy != nil {
+			// As the upgrade will record it (migrate.go): a version-0
+			// scope holding a replace-one entry is a replace-one scope.
+			for _, m := range charges[name] {
+				if m.Neighbours == ReplaceOne {
+					s.budget.Neighbours = ReplaceOne
+				}
+			}
+		}
+		acc := make([]Mechanism, len(charges[name]))
+		for i, m := range charges[name] {
+			a, err := inScope(name, s.budget.Neighbours, m)
+			if err != nil {
+				return nil, fmt.Errorf("scope %q cannot be accounted: %w", name, err)
+			}
+			mu := a.GDPMu()
+			s.spend.sumSq += mu * mu
+			if !a.IsGaussian() {
+				s.spend.nonGaussian++
+			}
+			acc[i] = a
+		}
+		s.entries, s.lastID = int64(len(acc)), lastRow[name]
+		c, err := rigComposeAll(acc)
 		if err != nil {
 			return nil, fmt.Errorf("scope %q cannot be accounted: %w", name, err)
 		}
@@ -120,7 +136,7 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 // status returns the scope's figures as dp_budget_status shows them.
 func (s *scopeState) status(name string) (Status, error) {
 	b := s.budget
-	st := Status{Scope: name, MuBudget: b.Mu, Delta: b.Delta, Entries: s.entries, MuRemaining: b.Mu}
+	st := Status{Scope: name, MuBudget: b.Mu, Delta: b.Delta, Entries: s.entries, MuRemaining: b.Mu, Neighbours: b.neighbours()}
 	if b.Epsilon > 0 {
 		st.EpsilonBudget.Float64, st.EpsilonBudget.Valid = b.Epsilon, true
 	}

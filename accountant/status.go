@@ -17,7 +17,8 @@ type Status struct {
 	Delta           float64
 	EpsilonBudget   sql.NullFloat64
 	EpsilonRigorous sql.NullFloat64
-	Entries         int64
+	Entries         int64  // charges
+	Neighbours      string // the scope's neighbour relation, AddRemove or ReplaceOne
 }
 
 // ReadStatus reads a scope's row of dp_budget_status (all scopes when scope is "").
@@ -34,7 +35,18 @@ func ReadStatus(ctx context.Context, db Queryer, scope string) (Status, error) {
 
 // ReadStatuses reads dp_budget_status, one scope or all (scope == "").
 func ReadStatuses(ctx context.Context, db Queryer, scope string) ([]Status, error) {
-	q := `SELECT scope, mu_budget, mu_spent, mu_remaining, epsilon_spent, delta, epsilon_budget, epsilon_rigorous, entries FROM dp_budget_status`
+	v, has, err := schemaVersion(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	if !has {
+		return nil, ErrNoLedger
+	}
+	nb := `'add_remove'`
+	if v >= 1 {
+		nb = `neighbours`
+	}
+	q := `SELECT scope, mu_budget, mu_spent, mu_remaining, epsilon_spent, delta, epsilon_budget, epsilon_rigorous, entries, ` + nb + ` FROM dp_budget_status`
 	var args []any
 	if scope != "" {
 		q += ` WHERE scope = ?`
@@ -51,7 +63,7 @@ func ReadStatuses(ctx context.Context, db Queryer, scope string) ([]Status, erro
 	var out []Status
 	for rows.Next() {
 		var s Status
-		if err := rows.Scan(&s.Scope, &s.MuBudget, &s.MuSpent, &s.MuRemaining, &s.EpsilonSpent, &s.Delta, &s.EpsilonBudget, &s.EpsilonRigorous, &s.Entries); err != nil {
+		if err := rows.Scan(&s.Scope, &s.MuBudget, &s.MuSpent, &s.MuRemaining, &s.EpsilonSpent, &s.Delta, &s.EpsilonBudget, &s.EpsilonRigorous, &s.Entries, &s.Neighbours); err != nil {
 			return nil, err
 		}
 		out = append(out, s)

@@ -174,6 +174,9 @@ func TestBadInputChargesNothing(t *testing.T) {
 		{`SELECT dp_use_scope('nope')`, "unknown budget scope"},
 		{`SELECT dp_init(-1)`, "mu must be > 0"},
 		{`SELECT dp_init(1)`, "already has a budget"},
+		{`SELECT dp_init(1, 1e-5, 'rows', 'swap')`, "neighbours must be 'add_remove'"},
+		{`SELECT dp_init_epsilon(1, 1e-5, 'rows', 3)`, "neighbours"},
+		{`SELECT dp_init(1, 1e-5, 'rows', 'replace_one', 5)`, "takes (mu [, delta [, scope [, neighbours]]])"},
 		{`SELECT dp_gaussian(1, 1, 1.5)`, "privacy budget exceeded"},
 	}
 	for _, tt := range tests {

@@ -10,15 +10,24 @@ import (
 
 func (m *Main) newInitCmd() *cobra.Command {
 	var mu, epsilon, delta float64
+	var neighbours string
 	cmd := &cobra.Command{
-		Use:   "init DB (--mu MU [--delta D] | --epsilon E --delta D) [--scope NAME]",
+		Use:   "init DB (--mu MU [--delta D] | --epsilon E --delta D) [--scope NAME] [--neighbours add_remove|replace_one]",
 		Short: "Create the ledger and a privacy budget scope",
 		Long: `Create the database file if needed (WAL mode), the dpsql ledger, and a budget
 scope. A budget is given in Gaussian DP (--mu) or as (--epsilon, --delta), which
 is converted to the largest mu that guarantees it. Budgets cannot be changed
-later: create a new scope instead.`,
+later: create a new scope instead.
+
+A scope's budget holds for one neighbour relation, fixed here: add_remove (the
+default: one person's row added or removed) or replace_one (one row replaced
+by another, the number of rows public), which per-row releases such as
+dp_select_topm need. Add/remove charges into a replace_one scope cost twice
+their mu (group privacy); replace-one charges are refused in an add_remove
+scope.`,
 		Example: `  dpsql init clinic.db --mu 1
-  dpsql init clinic.db --epsilon 2 --delta 1e-5 --scope analysis`,
+  dpsql init clinic.db --epsilon 2 --delta 1e-5 --scope analysis
+  dpsql init clinic.db --mu 2 --scope rows --neighbours replace_one`,
 		Args: nargs("DB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fs := cmd.Flags()
@@ -39,6 +48,10 @@ later: create a new scope instead.`,
 			if err != nil {
 				return usagef("init: %v", err)
 			}
+			if neighbours != accountant.AddRemove && neighbours != accountant.ReplaceOne {
+				return usagef("init: --neighbours must be %s or %s, got %q", accountant.AddRemove, accountant.ReplaceOne, neighbours)
+			}
+			b.Neighbours = neighbours
 			ctx := cmd.Context()
 			db, err := openDB(ctx, args[0], "", true)
 			if err != nil {
@@ -50,6 +63,9 @@ later: create a new scope instead.`,
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "created budget scope %q in %s\n", b.Scope, args[0])
+			if b.Neighbours == accountant.ReplaceOne {
+				fmt.Fprintf(w, "  neighbours = replace_one (one row replaced by another; the number of rows is public)\n")
+			}
 			if b.Epsilon > 0 {
 				fmt.Fprintf(w, "  epsilon = %s at delta = %s\n", short(b.Epsilon), short(b.Delta))
 				fmt.Fprintf(w, "  mu      = %s (the largest Gaussian-DP budget that guarantees it)\n", short(b.Mu))
@@ -69,6 +85,7 @@ later: create a new scope instead.`,
 	fs.Float64Var(&epsilon, "epsilon", 0, "budget epsilon, with --delta")
 	fs.Float64Var(&delta, "delta", 1e-5, "delta: the budget's delta with --epsilon; with --mu, where epsilon is reported")
 	fs.StringP("scope", "s", sqlfuncs.DefaultScope, "name of the budget scope")
+	fs.StringVar(&neighbours, "neighbours", accountant.AddRemove, "the scope's neighbour relation: add_remove or replace_one")
 	configured(cmd, "scope")
 	return cmd
 }

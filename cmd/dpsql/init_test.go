@@ -90,3 +90,16 @@ func TestInitErrors(t *testing.T) {
 	}
 	mustFail(t, 2, "missing DB", "init", "--mu", "1")
 }
+
+func TestInitNeighbours(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "n.db")
+	out := mustRun(t, "init", path, "--mu", "2", "--scope", "rows", "--neighbours", "replace_one")
+	if !strings.Contains(out, "neighbours = replace_one") {
+		t.Fatalf("init --neighbours replace_one: %q", out)
+	}
+	mustFail(t, 2, "--neighbours must be add_remove or replace_one", "init", path, "--mu", "1", "--scope", "x", "--neighbours", "swap")
+	audit := mustRun(t, "audit", path, "-f", "csv")
+	if !strings.Contains(audit, `rows,budget,2,`) || !strings.Contains(audit, `replace_one`) {
+		t.Fatalf("the budget event does not record the relation:\n%s", audit)
+	}
+}
