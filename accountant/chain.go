@@ -97,15 +97,19 @@ func appendRow(ctx context.Context, x ledgerConn, r Row) (Row, error) {
 
 // ReadLedger returns every ledger row, of every kind, in id order.
 func ReadLedger(ctx context.Context, db Queryer) ([]Row, error) {
-	v, has, err := schemaVersion(ctx, db)
+	_, has, err := schemaVersion(ctx, db)
 	if err != nil {
 		return nil, err
 	}
 	if !has {
 		return nil, ErrNoLedger
 	}
+	var n int // version-0 rows have no kind and form (also during the upgrade)
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('dp_ledger') WHERE name IN ('kind', 'form')`).Scan(&n); err != nil {
+		return nil, err
+	}
 	cols := `'charge', 0`
-	if v >= 1 {
+	if n == 2 {
 		cols = `kind, form`
 	}
 	rows, err := db.QueryContext(ctx, `SELECT id, at, scope, mechanism, mu, params, coalesce(query, ''), prev_hash, hash, `+cols+` FROM dp_ledger ORDER BY id`)

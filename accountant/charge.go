@@ -41,6 +41,10 @@ type BudgetError struct {
 }
 
 func (e *BudgetError) Error() string {
+	if e.Scope == FileScope {
+		return fmt.Sprintf("privacy budget exceeded for the whole file (scope %q, the owner's cap on the total over every scope): spent %s = %.6g, this %s call needs %s = %.6g, which would bring the total to %.6g, over the cap of %.6g%s; nothing was released",
+			e.Scope, e.Unit, e.Spent, e.Mechanism, e.Unit, e.Need, e.AfterWouldBe, e.Budget, e.deltaNote())
+	}
 	return fmt.Sprintf("privacy budget exceeded in scope %q: spent %s = %.6g, this %s call needs %s = %.6g, which would bring the total to %.6g, over the budget of %.6g%s; nothing was released",
 		e.Scope, e.Unit, e.Spent, e.Mechanism, e.Unit, e.Need, e.AfterWouldBe, e.Budget, e.deltaNote())
 }
@@ -79,6 +83,9 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 	if err := ensureSchema(ctx, tx, false); err != nil {
 		return Receipt{}, err
 	}
+	if c.Scope == FileScope {
+		return Receipt{}, fmt.Errorf("scope %q is the whole file's total, not a scope to charge: charge one of its scopes", FileScope)
+	}
 	fs, err := l.state(ctx, tx)
 	if err != nil {
 		return Receipt{}, err
@@ -92,6 +99,16 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 		return Receipt{}, err
 	}
 	st, err := decide(sc.budget, sc.spend, acc)
+	if err != nil {
+		return Receipt{}, err
+	}
+	// Every scope protects the same people: the charge must also fit the
+	// file's total (decided only when the owner capped it).
+	accT, err := inScope(FileScope, fs.total.budget.Neighbours, c.Mechanism)
+	if err != nil {
+		return Receipt{}, err
+	}
+	tot, err := decide(fs.total.budget, fs.total.spend, accT)
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -122,23 +139,34 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 	if err != nil {
 		return Receipt{}, err
 	}
-	var rig any
-	if st.rigorous {
-		rig = st.epsilon
+	if err := writeScopeState(ctx, tx, c.Scope, row.ID, st); err != nil {
+		return Receipt{}, err
 	}
-	// dp_scope_state is informational (for SQL readers); no charge reads it.
-	if _, err := tx.ExecContext(ctx, `INSERT INTO dp_scope_state(scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous, pld)
-		VALUES (?,?,?,?,?,?,NULL) ON CONFLICT(scope) DO UPDATE SET through_id=excluded.through_id, mu_spent=excluded.mu_spent,
-		mu_remaining=excluded.mu_remaining, epsilon_spent=excluded.epsilon_spent, epsilon_rigorous=excluded.epsilon_rigorous, pld=NULL`,
-		c.Scope, row.ID, st.muAfter, st.muRemaining, st.epsGDP, rig); err != nil {
-		return Receipt{}, fmt.Errorf("updating dp_scope_state: %w", err)
+	if err := writeScopeState(ctx, tx, FileScope, row.ID, tot); err != nil {
+		return Receipt{}, err
 	}
 	if err := tx.Commit(); err != nil {
 		return Receipt{}, fmt.Errorf("committing the charge: %w", err)
 	}
-	l.remember(fs.after(st, row))
+	l.remember(fs.after(st, tot, row))
 	return Receipt{ID: row.ID, Scope: c.Scope, Mu: st.newMu, MuSpent: st.muAfter, MuRemaining: st.muRemaining,
 		Epsilon: st.epsilon, Delta: st.budget.Delta, Rigorous: st.rigorous, Params: params}, nil
+}
+
+// writeScopeState records a scope's figures after the charge in row id in
+// dp_scope_state, for SQL readers; no charge reads them.
+func writeScopeState(ctx context.Context, tx *sql.Tx, scope string, id int64, st checked) error {
+	var rig any
+	if st.rigorous {
+		rig = st.epsilon
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO dp_scope_state(scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous, pld)
+		VALUES (?,?,?,?,?,?,NULL) ON CONFLICT(scope) DO UPDATE SET through_id=excluded.through_id, mu_spent=excluded.mu_spent,
+		mu_remaining=excluded.mu_remaining, epsilon_spent=excluded.epsilon_spent, epsilon_rigorous=excluded.epsilon_rigorous, pld=NULL`,
+		scope, id, st.muAfter, st.muRemaining, st.epsGDP, rig); err != nil {
+		return fmt.Errorf("updating dp_scope_state: %w", err)
+	}
+	return nil
 }
 
 func (l *Ledger) lockError(err error) error {

@@ -45,13 +45,17 @@ func decide(b Budget, prior scopeSpend, m Mechanism) (checked, error) {
 		c.muAfter = math.Inf(1)
 	}
 	c.muRemaining = math.Sqrt(math.Max(b.Mu*b.Mu-c.muAfter*c.muAfter, 0))
+	if math.IsInf(b.Mu, 1) {
+		c.muRemaining = math.Inf(1)
+	}
 	if c.epsGDP = math.Inf(1); !math.IsInf(c.muAfter, 1) {
 		c.epsGDP, _ = Epsilon(c.muAfter, b.Delta)
 	}
 	c.epsilon = c.epsGDP
+	capped := !math.IsInf(b.Mu, 1) // the file's total without a cap has none
 	if prior.nonGaussian == 0 && m.IsGaussian() {
 		// Only Gaussian entries: GDP composition is exact.
-		if c.muAfter*c.muAfter > b.Mu*b.Mu*(1+tolerance) {
+		if capped && c.muAfter*c.muAfter > b.Mu*b.Mu*(1+tolerance) {
 			return c, &BudgetError{Scope: b.Scope, Spent: muBefore, Need: c.newMu, Budget: b.Mu, AfterWouldBe: c.muAfter, Unit: "mu", Mechanism: m.Kind}
 		}
 		return c, nil
@@ -62,11 +66,14 @@ func decide(b Budget, prior scopeSpend, m Mechanism) (checked, error) {
 	if err != nil {
 		return c, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", b.Scope, err)
 	}
+	c.epsilon, c.rigorous = epsAfter, true
+	if !capped {
+		return c, nil
+	}
 	epsBudget := b.Epsilon
 	if epsBudget == 0 {
 		epsBudget, _ = Epsilon(b.Mu, b.Delta)
 	}
-	c.epsilon, c.rigorous = epsAfter, true
 	// The PLD figure already bounds its own round-off: no tolerance here.
 	if !(epsAfter <= epsBudget) {
 		epsBefore, _ := prior.comp.Epsilon(b.Delta) // for the message only

@@ -16,7 +16,10 @@ import (
 //   - each budget of dp_budget, as found, is appended as a budget event
 //     (migrated: true, with its created_at), so that from now on the charge
 //     path reads budgets from the chain;
-//   - dp_budget_status counts charges only and shows the relation.
+//   - dp_scope_state loses its foreign key (it also holds the file's total,
+//     written by the next charge) and its cached PLDs;
+//   - dp_budget_status counts charges only, shows the relation and a row for
+//     the whole file.
 //
 // Version-0 budgets were never chain events: what the upgrade copies is what
 // dp_budget holds at that moment. The protecting triggers are left as found,
@@ -28,6 +31,19 @@ func migrateV0(ctx context.Context, x ledgerConn) error {
 		`ALTER TABLE dp_ledger ADD COLUMN form INTEGER NOT NULL DEFAULT 0`,
 		`ALTER TABLE dp_budget ADD COLUMN neighbours TEXT NOT NULL DEFAULT 'add_remove'`,
 		`DROP VIEW IF EXISTS dp_budget_status`,
+		// dp_scope_state loses its foreign key, to hold the file's total.
+		`CREATE TABLE dp_scope_state_v1 (
+  scope            TEXT PRIMARY KEY,
+  through_id       INTEGER NOT NULL,
+  mu_spent         REAL NOT NULL,
+  mu_remaining     REAL NOT NULL,
+  epsilon_spent    REAL NOT NULL,
+  epsilon_rigorous REAL,
+  pld              BLOB
+)`,
+		`INSERT INTO dp_scope_state_v1 SELECT scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous, NULL FROM dp_scope_state`,
+		`DROP TABLE dp_scope_state`,
+		`ALTER TABLE dp_scope_state_v1 RENAME TO dp_scope_state`,
 		statusViewSQL,
 	} {
 		if _, err := x.ExecContext(ctx, q); err != nil {
@@ -94,6 +110,28 @@ func migrateV0(ctx context.Context, x ledgerConn) error {
 			return fail(err)
 		}
 		if _, err := appendRow(ctx, x, Row{Kind: EventBudget, Scope: f.scope, Mechanism: EventBudget, Mu: f.rec.MuBudget, Params: string(p)}); err != nil {
+			return fail(err)
+		}
+	}
+	// The file's total, which a version-0 file did not keep.
+	if rows, err = ReadLedger(ctx, x); err != nil {
+		return fail(err)
+	}
+	fs, err := computeState(rows, nil)
+	if err != nil {
+		return fail(err)
+	}
+	if fs.total.entries > 0 {
+		st, err := fs.total.status(FileScope)
+		if err != nil {
+			return fail(err)
+		}
+		var rig any
+		if st.EpsilonRigorous.Valid {
+			rig = st.EpsilonRigorous.Float64
+		}
+		if _, err := x.ExecContext(ctx, `INSERT INTO dp_scope_state(scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous) VALUES (?,?,?,?,?,?)`,
+			FileScope, fs.total.lastID, st.MuSpent, st.MuRemaining, st.EpsilonSpent, rig); err != nil {
 			return fail(err)
 		}
 	}

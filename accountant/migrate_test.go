@@ -69,7 +69,7 @@ func TestUpgradeVersion0File(t *testing.T) {
 	if err != nil {
 		t.Fatalf("upgraded file: %v", err)
 	}
-	if r.Rows != 10 || r.Charges != 7 || r.Budgets != 3 || r.Scopes != 3 {
+	if r.Rows != 10 || r.Charges != 7 || r.Budgets != 3 || r.Scopes != 4 { // 3 scopes and the file's total
 		t.Errorf("upgraded file: %+v, want 6 old charges, 3 migrated budget events and 1 new charge", r)
 	}
 	rows, err := ReadLedger(ctx, db)
@@ -107,10 +107,17 @@ func TestUpgradeVersion0File(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range after {
-		if after[i].Scope != "default" && !sameStatus(after[i], before[i]) {
-			t.Errorf("scope %s changed by the upgrade: %+v, was %+v", after[i].Scope, after[i], before[i])
+	for _, old := range before {
+		for _, now := range after {
+			if now.Scope == old.Scope && now.Scope != "default" && !sameStatus(now, old) {
+				t.Errorf("scope %s changed by the upgrade: %+v, was %+v", now.Scope, now, old)
+			}
 		}
+	}
+	// The file's total: every charge, in replace-one terms (scope rows is).
+	if tot := after[len(after)-1]; len(after) != 4 || tot.Scope != FileScope || tot.Entries != 7 || tot.Neighbours != ReplaceOne ||
+		!tot.EpsilonRigorous.Valid || !math.IsInf(tot.MuBudget, 1) {
+		t.Errorf("statuses after the upgrade: %+v", after)
 	}
 }
 

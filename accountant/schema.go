@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS dp_ledger (
 );
 CREATE INDEX IF NOT EXISTS dp_ledger_scope ON dp_ledger(scope, id);
 CREATE TABLE IF NOT EXISTS dp_scope_state (
-  scope            TEXT PRIMARY KEY REFERENCES dp_budget(scope),
+  scope            TEXT PRIMARY KEY,
   through_id       INTEGER NOT NULL,
   mu_spent         REAL NOT NULL,
   mu_remaining     REAL NOT NULL,
@@ -75,8 +75,17 @@ var triggersSQL = func() string {
 	return b.String()
 }()
 
+// FileScope names the whole file: its row of dp_budget_status is the total
+// over every scope (they all protect the same people), and a budget created
+// for it (dp_init(mu, delta, '*'), dpsql init --file-mu) caps that total:
+// every charge must then pass both its scope's budget and the cap.
+const FileScope = "*"
+
 // statusViewSQL is dp_budget_status, derived for SQL readers; "entries"
-// counts charges only.
+// counts charges only. Its row for FileScope has a NULL mu_budget and
+// mu_remaining when the file has no cap, and is reported at the cap's delta
+// (else the smallest scope delta) in the cap's relation (else replace_one if
+// any scope is, so that every entry is converted soundly).
 const statusViewSQL = `CREATE VIEW IF NOT EXISTS dp_budget_status AS
 SELECT b.scope AS scope,
        b.mu_budget AS mu_budget,
@@ -88,7 +97,21 @@ SELECT b.scope AS scope,
        s.epsilon_rigorous AS epsilon_rigorous,
        (SELECT count(*) FROM dp_ledger l WHERE l.scope = b.scope AND l.kind = 'charge') AS entries,
        b.neighbours AS neighbours
-FROM dp_budget b LEFT JOIN dp_scope_state s ON s.scope = b.scope;
+FROM dp_budget b LEFT JOIN dp_scope_state s ON s.scope = b.scope
+WHERE b.scope <> '*'
+UNION ALL
+SELECT '*',
+       c.mu_budget,
+       coalesce(s.mu_spent, 0),
+       CASE WHEN c.scope IS NULL THEN NULL ELSE coalesce(s.mu_remaining, c.mu_budget) END,
+       coalesce(s.epsilon_spent, 0),
+       coalesce(c.delta, (SELECT min(delta) FROM dp_budget WHERE scope <> '*')),
+       c.epsilon_budget,
+       s.epsilon_rigorous,
+       (SELECT count(*) FROM dp_ledger WHERE kind = 'charge'),
+       coalesce(c.neighbours, CASE WHEN EXISTS (SELECT 1 FROM dp_budget WHERE scope <> '*' AND neighbours = 'replace_one') THEN 'replace_one' ELSE 'add_remove' END)
+FROM (SELECT 1) LEFT JOIN dp_budget c ON c.scope = '*' LEFT JOIN dp_scope_state s ON s.scope = '*'
+WHERE EXISTS (SELECT 1 FROM dp_budget WHERE scope <> '*');
 `
 
 // Errors the ledger returns; test them with errors.Is.

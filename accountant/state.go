@@ -23,14 +23,21 @@ type scopeState struct {
 	lastID  int64 // id of the last charge (0: none)
 }
 
-// fileState is every scope of a file at one head of its chain.
+// fileState is every scope of a file at one head of its chain, and the total
+// over all of them (FileScope).
 type fileState struct {
 	head   Head
 	scopes map[string]*scopeState
+	total  *scopeState // budget: the file's cap, or Mu = +Inf without one
+	capped bool
 }
 
-// scope returns the state of a scope, or the unknown-scope error.
+// scope returns the state of a scope (the total for FileScope), or the
+// unknown-scope error.
 func (f *fileState) scope(name string) (*scopeState, error) {
+	if name == FileScope {
+		return f.total, nil
+	}
 	if s, ok := f.scopes[name]; ok {
 		return s, nil
 	}
@@ -41,22 +48,29 @@ func unknownScope(scope string) error {
 	return fmt.Errorf("%w %q: create it with `dpsql init DB --scope %s --mu 1` or SELECT dp_init(1.0, 1e-5, '%s')", ErrUnknownScope, scope, scope, scope)
 }
 
-// after returns the state once the charge row (accepted as c) follows f.
-func (f *fileState) after(c checked, row Row) *fileState {
-	n := &fileState{head: Head{ID: row.ID, Hash: row.Hash}, scopes: make(map[string]*scopeState, len(f.scopes))}
+// after returns the state once the charge row, accepted as c in its scope and
+// as total in the file's total, follows f.
+func (f *fileState) after(c, total checked, row Row) *fileState {
+	n := &fileState{head: Head{ID: row.ID, Hash: row.Hash}, scopes: make(map[string]*scopeState, len(f.scopes)), capped: f.capped}
 	for k, v := range f.scopes {
 		n.scopes[k] = v
 	}
-	s := *f.scopes[row.Scope]
-	s.spend.sumSq += c.newMu * c.newMu
-	if !c.mechanism.IsGaussian() {
-		s.spend.nonGaussian++
-	}
-	s.spend.comp = c.comp
-	s.entries++
-	s.lastID = row.ID
-	n.scopes[row.Scope] = &s
+	n.scopes[row.Scope] = f.scopes[row.Scope].with(c, row.ID)
+	n.total = f.total.with(total, row.ID)
 	return n
+}
+
+// with returns s after the entry accepted as c, in row id.
+func (s *scopeState) with(c checked, id int64) *scopeState {
+	n := *s
+	n.spend.sumSq += c.newMu * c.newMu
+	if !c.mechanism.IsGaussian() {
+		n.spend.nonGaussian++
+	}
+	n.spend.comp = c.comp
+	n.entries++
+	n.lastID = id
+	return &n
 }
 
 // computeState accounts checked rows (see checkChain). Budgets come from the
@@ -67,6 +81,13 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 	for s, b := range legacy {
 		f.scopes[s] = &scopeState{budget: b}
 	}
+	var cap *Budget
+	type entry struct {
+		scope string
+		id    int64
+		m     Mechanism
+	}
+	var all []entry
 	charges := map[string][]Mechanism{}
 	lastRow := map[string]int64{}
 	for _, r := range rows {
@@ -76,6 +97,10 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 			b, err := parseBudgetEvent(r)
 			if err != nil {
 				return nil, err
+			}
+			if r.Scope == FileScope {
+				cap = &b
+				continue
 			}
 			s := f.scopes[r.Scope]
 			if s == nil {
@@ -88,11 +113,15 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 			if err != nil {
 				return nil, fmt.Errorf("ledger row %d cannot be accounted (%v): refusing to charge until the ledger is repaired", r.ID, err)
 			}
+			if r.Scope == FileScope {
+				return nil, fmt.Errorf("ledger row %d charges the file's total %q directly", r.ID, FileScope)
+			}
 			if f.scopes[r.Scope] == nil {
 				f.scopes[r.Scope] = &scopeState{}
 			}
 			charges[r.Scope] = append(charges[r.Scope], m)
 			lastRow[r.Scope] = r.ID
+			all = append(all, entry{r.Scope, r.ID, m})
 		default:
 			return nil, fmt.Errorf("ledger row %d: unknown event kind %q", r.ID, r.Kind)
 		}
@@ -110,27 +139,61 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 				}
 			}
 		}
-		acc := make([]Mechanism, len(charges[name]))
-		for i, m := range charges[name] {
-			a, err := inScope(name, s.budget.Neighbours, m)
-			if err != nil {
-				return nil, fmt.Errorf("scope %q cannot be accounted: %w", name, err)
-			}
-			mu := a.GDPMu()
-			s.spend.sumSq += mu * mu
-			if !a.IsGaussian() {
-				s.spend.nonGaussian++
-			}
-			acc[i] = a
+		if err := s.account(name, charges[name]); err != nil {
+			return nil, err
 		}
-		s.entries, s.lastID = int64(len(acc)), lastRow[name]
-		c, err := rigComposeAll(acc)
-		if err != nil {
-			return nil, fmt.Errorf("scope %q cannot be accounted: %w", name, err)
+		s.lastID = lastRow[name]
+	}
+	// The total composes every charge of the file, in the cap's relation
+	// (else replace_one if any scope is, else add_remove).
+	f.total = &scopeState{budget: Budget{Scope: FileScope, Mu: math.Inf(1), Delta: 1e-5, Neighbours: AddRemove}}
+	if cap != nil {
+		f.total.budget, f.capped = *cap, true
+	} else {
+		first := true
+		for _, s := range f.scopes {
+			if first || s.budget.Delta < f.total.budget.Delta {
+				f.total.budget.Delta, first = s.budget.Delta, false
+			}
+			if s.budget.neighbours() == ReplaceOne {
+				f.total.budget.Neighbours = ReplaceOne
+			}
 		}
-		s.spend.comp = Composition{*c}
+	}
+	ms := make([]Mechanism, len(all))
+	for i, e := range all {
+		ms[i] = e.m
+		f.total.lastID = e.id
+	}
+	if err := f.total.account(FileScope, ms); err != nil {
+		return nil, err
 	}
 	return f, nil
+}
+
+// account sets s's spend and entries from its charges ms, in id order,
+// each converted to the scope's relation.
+func (s *scopeState) account(name string, ms []Mechanism) error {
+	acc := make([]Mechanism, len(ms))
+	for i, m := range ms {
+		a, err := inScope(name, s.budget.Neighbours, m)
+		if err != nil {
+			return fmt.Errorf("scope %q cannot be accounted: %w", name, err)
+		}
+		mu := a.GDPMu()
+		s.spend.sumSq += mu * mu
+		if !a.IsGaussian() {
+			s.spend.nonGaussian++
+		}
+		acc[i] = a
+	}
+	s.entries = int64(len(acc))
+	c, err := rigComposeAll(acc)
+	if err != nil {
+		return fmt.Errorf("scope %q cannot be accounted: %w", name, err)
+	}
+	s.spend.comp = Composition{*c}
+	return nil
 }
 
 // status returns the scope's figures as dp_budget_status shows them.
@@ -145,6 +208,9 @@ func (s *scopeState) status(name string) (Status, error) {
 	}
 	st.MuSpent = math.Sqrt(s.spend.sumSq)
 	st.MuRemaining = math.Sqrt(math.Max(b.Mu*b.Mu-st.MuSpent*st.MuSpent, 0))
+	if math.IsInf(b.Mu, 1) {
+		st.MuRemaining = b.Mu
+	}
 	if st.EpsilonSpent = math.Inf(1); !math.IsInf(st.MuSpent, 1) {
 		st.EpsilonSpent, _ = Epsilon(st.MuSpent, b.Delta)
 	}

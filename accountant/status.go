@@ -4,10 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"strings"
 )
 
-// Status is one row of dp_budget_status.
+// Status is one row of dp_budget_status. The row of FileScope is the total
+// over every scope of the file; its MuBudget and MuRemaining are +Inf when
+// the file has no cap.
 type Status struct {
 	Scope           string
 	MuBudget        float64
@@ -19,6 +22,13 @@ type Status struct {
 	EpsilonRigorous sql.NullFloat64
 	Entries         int64  // charges
 	Neighbours      string // the scope's neighbour relation, AddRemove or ReplaceOne
+}
+
+func orInf(x sql.NullFloat64) float64 {
+	if x.Valid {
+		return x.Float64
+	}
+	return math.Inf(1)
 }
 
 // ReadStatus reads a scope's row of dp_budget_status (all scopes when scope is "").
@@ -52,7 +62,7 @@ func ReadStatuses(ctx context.Context, db Queryer, scope string) ([]Status, erro
 		q += ` WHERE scope = ?`
 		args = append(args, scope)
 	}
-	rows, err := db.QueryContext(ctx, q+` ORDER BY scope`, args...)
+	rows, err := db.QueryContext(ctx, q+` ORDER BY scope = '*', scope`, args...) // the file's total last
 	if err != nil {
 		if strings.Contains(err.Error(), "no such table") {
 			return nil, ErrNoLedger
@@ -63,9 +73,12 @@ func ReadStatuses(ctx context.Context, db Queryer, scope string) ([]Status, erro
 	var out []Status
 	for rows.Next() {
 		var s Status
-		if err := rows.Scan(&s.Scope, &s.MuBudget, &s.MuSpent, &s.MuRemaining, &s.EpsilonSpent, &s.Delta, &s.EpsilonBudget, &s.EpsilonRigorous, &s.Entries, &s.Neighbours); err != nil {
+		var budget, remaining sql.NullFloat64
+		if err := rows.Scan(&s.Scope, &budget, &s.MuSpent, &remaining, &s.EpsilonSpent, &s.Delta, &s.EpsilonBudget, &s.EpsilonRigorous, &s.Entries, &s.Neighbours); err != nil {
 			return nil, err
 		}
+		// NULL: the file's total without a cap.
+		s.MuBudget, s.MuRemaining = orInf(budget), orInf(remaining)
 		out = append(out, s)
 	}
 	return out, rows.Err()

@@ -88,7 +88,7 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 			return rep, err
 		}
 	}
-	if rep.Scopes, err = compareStates(ctx, db, fs); err != nil {
+	if rep.Scopes, err = compareStates(ctx, db, fs, v >= 1); err != nil {
 		return rep, err
 	}
 	return rep, nil
@@ -123,8 +123,17 @@ func compareBudgets(fs *fileState, table map[string]Budget) error {
 				ErrMismatch, name, got.Mu, got.Delta, got.Epsilon, got.neighbours(), want.Mu, want.Delta, want.Epsilon, want.neighbours())
 		}
 	}
+	if cap, ok := table[FileScope]; ok != fs.capped {
+		return fmt.Errorf("%w: dp_budget and the chain disagree on whether the file's total is capped", ErrMismatch)
+	} else if ok {
+		want := fs.total.budget
+		if cap.Mu != want.Mu || cap.Delta != want.Delta || cap.Epsilon != want.Epsilon || cap.neighbours() != want.neighbours() {
+			return fmt.Errorf("%w: dp_budget says the file's cap is mu %g, delta %g, epsilon %g, %s; its budget event says mu %g, delta %g, epsilon %g, %s",
+				ErrMismatch, cap.Mu, cap.Delta, cap.Epsilon, cap.neighbours(), want.Mu, want.Delta, want.Epsilon, want.neighbours())
+		}
+	}
 	for name := range table {
-		if _, ok := fs.scopes[name]; !ok {
+		if _, ok := fs.scopes[name]; !ok && name != FileScope {
 			return fmt.Errorf("%w: dp_budget has scope %q, which has no budget event in the chain", ErrMismatch, name)
 		}
 	}
@@ -137,7 +146,7 @@ func compareBudgets(fs *fileState, table map[string]Budget) error {
 // PLD discretisations differ by less than this.
 const rigorousAgreement = 1e-6
 
-func compareStates(ctx context.Context, db Queryer, fs *fileState) (int, error) {
+func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal bool) (int, error) {
 	type recorded struct {
 		through                  int64
 		spent, remaining, epsGDP float64
@@ -162,13 +171,17 @@ func compareStates(ctx context.Context, db Queryer, fs *fileState) (int, error) 
 		return 0, err
 	}
 	for s := range file {
-		if sc, ok := fs.scopes[s]; !ok || sc.entries == 0 {
+		if sc, err := fs.scope(s); err != nil || sc.entries == 0 {
 			return 0, fmt.Errorf("%w: dp_scope_state has figures for scope %q, which has no charges in the chain", ErrMismatch, s)
 		}
 	}
 	n := 0
-	for _, name := range sortedScopes(fs) {
-		sc := fs.scopes[name]
+	names := sortedScopes(fs)
+	if withTotal { // a version-0 file has no total
+		names = append(names, FileScope)
+	}
+	for _, name := range names {
+		sc, _ := fs.scope(name)
 		if sc.entries == 0 {
 			continue
 		}

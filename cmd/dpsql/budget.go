@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"math"
 	"strconv"
 
 	"github.com/dpsql/dpsql/accountant"
@@ -40,7 +41,8 @@ the number of ledger entries.`,
 
 var budgetColumns = []string{"scope", "mu_budget", "mu_spent", "mu_remaining", "delta", "epsilon_spent", "epsilon_rigorous", "epsilon_budget", "entries"}
 
-// printBudget prints dp_budget_status, one row per scope.
+// printBudget prints dp_budget_status, one row per scope and, last, the
+// total over every scope (scope "*").
 func printBudget(ctx context.Context, db accountant.Queryer, p *printer) error {
 	sts, err := accountant.ReadStatuses(ctx, db, "")
 	if err != nil {
@@ -48,7 +50,11 @@ func printBudget(ctx context.Context, db accountant.Queryer, p *printer) error {
 	}
 	rows := make([][]any, 0, len(sts))
 	for _, s := range sts {
-		r := []any{s.Scope, s.MuBudget, s.MuSpent, s.MuRemaining, s.Delta, s.EpsilonSpent,
+		var budget, remaining any = s.MuBudget, s.MuRemaining
+		if math.IsInf(s.MuBudget, 1) { // the file's total without a cap
+			budget, remaining = nil, nil
+		}
+		r := []any{s.Scope, budget, s.MuSpent, remaining, s.Delta, s.EpsilonSpent,
 			nullFloat(s.EpsilonRigorous), nullFloat(s.EpsilonBudget), s.Entries}
 		if p.format == FormatTable { // 6 significant digits read better; csv and json stay exact
 			for i, v := range r {

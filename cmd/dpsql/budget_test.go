@@ -27,7 +27,8 @@ func TestBudget(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustRun(t, "budget", db, "-f", "json")), &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st) != 2 || st[0]["scope"] != "default" || st[0]["entries"] != 2.0 || st[0]["epsilon_rigorous"] != nil || st[1]["epsilon_budget"] != 1.0 {
+	if len(st) != 3 || st[0]["scope"] != "default" || st[0]["entries"] != 2.0 || st[0]["epsilon_rigorous"] != nil || st[1]["epsilon_budget"] != 1.0 ||
+		st[2]["scope"] != "*" || st[2]["mu_budget"] != nil || st[2]["mu_spent"] != st[0]["mu_spent"] || st[2]["delta"] != 1e-6 {
 		t.Fatalf("budget json: %v", st)
 	}
 	spent := st[0]["mu_spent"].(float64)

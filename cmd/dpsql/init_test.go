@@ -103,3 +103,19 @@ func TestInitNeighbours(t *testing.T) {
 		t.Fatalf("the budget event does not record the relation:\n%s", audit)
 	}
 }
+
+func TestInitFileCap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cap.db")
+	if out := mustRun(t, "init", path, "--file-mu", "1"); !strings.Contains(out, "capped the total over every scope") {
+		t.Fatalf("init --file-mu: %q", out)
+	}
+	mustRun(t, "init", path, "--mu", "1", "--scope", "a")
+	mustRun(t, "init", path, "--mu", "1", "--scope", "b")
+	mustRun(t, "query", path, "SELECT dp_gaussian(0, 1, 0.8)", "--scope", "a")
+	mustFail(t, 1, "privacy budget exceeded for the whole file", "query", path, "SELECT dp_gaussian(0, 1, 0.8)", "--scope", "b")
+	out := mustRun(t, "budget", path, "-f", "csv")
+	if !strings.Contains(out, "\n*,1,0.8,") {
+		t.Fatalf("budget shows no capped total:\n%s", out)
+	}
+	mustFail(t, 2, "--file-mu", "init", path, "--file-mu", "-1")
+}
