@@ -32,15 +32,7 @@ func migrateV0(ctx context.Context, x ledgerConn) error {
 		`ALTER TABLE dp_budget ADD COLUMN neighbours TEXT NOT NULL DEFAULT 'add_remove'`,
 		`DROP VIEW IF EXISTS dp_budget_status`,
 		// dp_scope_state loses its foreign key, to hold the file's total.
-		`CREATE TABLE dp_scope_state_v1 (
-  scope            TEXT PRIMARY KEY,
-  through_id       INTEGER NOT NULL,
-  mu_spent         REAL NOT NULL,
-  mu_remaining     REAL NOT NULL,
-  epsilon_spent    REAL NOT NULL,
-  epsilon_rigorous REAL,
-  pld              BLOB
-)`,
+		`CREATE TABLE dp_scope_state_v1 ` + scopeStateColumns,
 		`INSERT INTO dp_scope_state_v1 SELECT scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous, NULL FROM dp_scope_state`,
 		`DROP TABLE dp_scope_state`,
 		`ALTER TABLE dp_scope_state_v1 RENAME TO dp_scope_state`,

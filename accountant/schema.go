@@ -47,7 +47,11 @@ CREATE TABLE IF NOT EXISTS dp_ledger (
   form      INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS dp_ledger_scope ON dp_ledger(scope, id);
-CREATE TABLE IF NOT EXISTS dp_scope_state (
+CREATE TABLE IF NOT EXISTS dp_scope_state ` + scopeStateColumns + `;
+` + triggersSQL + statusViewSQL
+
+// scopeStateColumns defines dp_scope_state (also used by the upgrade).
+const scopeStateColumns = `(
   scope            TEXT PRIMARY KEY,
   through_id       INTEGER NOT NULL,
   mu_spent         REAL NOT NULL,
@@ -55,8 +59,7 @@ CREATE TABLE IF NOT EXISTS dp_scope_state (
   epsilon_spent    REAL NOT NULL,
   epsilon_rigorous REAL,
   pld              BLOB
-);
-` + triggersSQL + statusViewSQL
+)`
 
 // protectingTriggers are the triggers that keep dp_ledger append-only and
 // dp_budget unchanged; [Verify] checks that each exists exactly as created.
