@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -38,6 +39,7 @@ type BudgetError struct {
 	Delta               float64
 	AfterWouldBe        float64
 	Mechanism           string
+	NoiseTV             float64 // the scope's samplers' total-variation bound, paid from Delta
 }
 
 func (e *BudgetError) Error() string {
@@ -50,7 +52,10 @@ func (e *BudgetError) Error() string {
 }
 
 func (e *BudgetError) deltaNote() string {
-	if e.Unit == "epsilon" {
+	switch {
+	case e.Unit == "epsilon" && e.NoiseTV > 0:
+		return fmt.Sprintf(" (at delta = %g, of which (1 + e^epsilon) %g pays the samplers' total-variation bound noise_tv)", e.Delta, e.NoiseTV)
+	case e.Unit == "epsilon":
 		return fmt.Sprintf(" (at delta = %g)", e.Delta)
 	}
 	return ""
@@ -98,7 +103,11 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 	if err != nil {
 		return Receipt{}, err
 	}
-	st, err := decide(sc.budget, sc.spend, acc)
+	tv, err := noiseTVOf(c.Details)
+	if err != nil {
+		return Receipt{}, err
+	}
+	st, err := decide(sc.budget, sc.spend, acc, tv)
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -108,7 +117,7 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 	if err != nil {
 		return Receipt{}, err
 	}
-	tot, err := decide(fs.total.budget, fs.total.spend, accT)
+	tot, err := decide(fs.total.budget, fs.total.spend, accT, tv)
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -153,6 +162,28 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 		Epsilon: st.epsilon, Delta: st.budget.Delta, Rigorous: st.rigorous, Params: params}, nil
 }
 
+// noiseTVOf returns the sampler's total-variation bound recorded in a
+// charge's details ("noise_tv"; 0 when absent).
+func noiseTVOf(details map[string]any) (float64, error) {
+	v, ok := details["noise_tv"]
+	if !ok {
+		return 0, nil
+	}
+	var tv float64
+	switch x := v.(type) {
+	case float64:
+		tv = x
+	case json.Number:
+		tv, _ = x.Float64()
+	default:
+		return 0, fmt.Errorf("noise_tv must be a number, got %T", v)
+	}
+	if !(tv >= 0) || math.IsInf(tv, 1) {
+		return 0, fmt.Errorf("noise_tv must be a finite number >= 0, got %v", tv)
+	}
+	return tv, nil
+}
+
 // writeScopeState records a scope's figures after the charge in row id in
 // dp_scope_state, for SQL readers; no charge reads them.
 func writeScopeState(ctx context.Context, tx *sql.Tx, scope string, id int64, st checked) error {
@@ -177,7 +208,10 @@ func (l *Ledger) lockError(err error) error {
 }
 
 // Remaining returns a scope's status without charging, computed by this
-// process from the chain (not read from dp_budget_status).
+// process from the chain (not read from dp_budget_status). Its MuRemaining
+// is the largest mu one more add/remove Gaussian call can spend: it passes
+// the scope's check (rigorous once the scope holds other entries, converted
+// in a replace-one scope) and the file's cap.
 func (l *Ledger) Remaining(ctx context.Context, scope string) (Status, error) {
 	fs, err := l.state(ctx, l.db)
 	if err != nil {
@@ -187,7 +221,31 @@ func (l *Ledger) Remaining(ctx context.Context, scope string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	return sc.status(scope)
+	st, err := sc.status(scope)
+	if err != nil {
+		return st, err
+	}
+	st.MuRemaining = fs.gaussianRoom(scope, 0)
+	return st, nil
+}
+
+// GaussianRoom returns the largest mu one more add/remove Gaussian call
+// charged to scope can spend when its sampler is within tv in total
+// variation of its ideal law (its noise_tv): the largest that passes the
+// scope's check (rigorous once the scope holds other entries, converted in a
+// replace-one scope, the samplers' error paid from delta) and the file's cap.
+func (l *Ledger) GaussianRoom(ctx context.Context, scope string, tv float64) (float64, error) {
+	if !(tv >= 0) || math.IsInf(tv, 1) {
+		return 0, fmt.Errorf("noise_tv must be a finite number >= 0, got %v", tv)
+	}
+	fs, err := l.state(ctx, l.db)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := fs.scope(scope); err != nil {
+		return 0, err
+	}
+	return fs.gaussianRoom(scope, tv), nil
 }
 
 // Queryer is what the ledger's readers need: a *sql.DB, *sql.Conn or *sql.Tx.

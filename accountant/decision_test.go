@@ -53,7 +53,7 @@ func TestDecide(t *testing.T) {
 		{"laplace too large", muBudget, nil, Mechanism{Kind: KindLaplace, Epsilon: 6}, false, "epsilon", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := decide(tc.b, spendOf(t, tc.prior...), tc.m)
+			c, err := decide(tc.b, spendOf(t, tc.prior...), tc.m, 0)
 			if tc.ok {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -94,7 +94,7 @@ func TestDecide(t *testing.T) {
 
 // An entry that cannot be accounted is refused with an error, not a decision.
 func TestDecideUnaccountable(t *testing.T) {
-	_, err := decide(Budget{Scope: "s", Mu: 1, Delta: 1e-5}, scopeSpend{}, Mechanism{Kind: "magic"})
+	_, err := decide(Budget{Scope: "s", Mu: 1, Delta: 1e-5}, scopeSpend{}, Mechanism{Kind: "magic"}, 0)
 	if err == nil || errors.Is(err, ErrBudget) {
 		t.Errorf("err = %v, want a refusal that is not a budget decision", err)
 	}

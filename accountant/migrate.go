@@ -16,8 +16,9 @@ import (
 //   - each budget of dp_budget, as found, is appended as a budget event
 //     (migrated: true, with its created_at), so that from now on the charge
 //     path reads budgets from the chain;
-//   - dp_scope_state loses its foreign key (it also holds the file's total,
-//     written by the next charge) and its cached PLDs;
+//   - dp_scope_state loses its foreign key (it also holds the file's total)
+//     and its cached PLDs, and is rewritten from the chain as version 1
+//     accounts it (the samplers' noise_tv is now paid from delta);
 //   - dp_budget_status counts charges only, shows the relation and a row for
 //     the whole file.
 //
@@ -105,7 +106,8 @@ func migrateV0(ctx context.Context, x ledgerConn) error {
 			return fail(err)
 		}
 	}
-	// The file's total, which a version-0 file did not keep.
+	// Every scope's figures as version 1 computes them (the samplers' error
+	// now paid from delta) and the file's total, which version 0 did not keep.
 	if rows, err = ReadLedger(ctx, x); err != nil {
 		return fail(err)
 	}
@@ -113,8 +115,12 @@ func migrateV0(ctx context.Context, x ledgerConn) error {
 	if err != nil {
 		return fail(err)
 	}
-	if fs.total.entries > 0 {
-		st, err := fs.total.status(FileScope)
+	for _, name := range append(sortedScopes(fs), FileScope) {
+		sc, _ := fs.scope(name)
+		if sc.entries == 0 {
+			continue
+		}
+		st, err := sc.status(name)
 		if err != nil {
 			return fail(err)
 		}
@@ -122,8 +128,8 @@ func migrateV0(ctx context.Context, x ledgerConn) error {
 		if st.EpsilonRigorous.Valid {
 			rig = st.EpsilonRigorous.Float64
 		}
-		if _, err := x.ExecContext(ctx, `INSERT INTO dp_scope_state(scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous) VALUES (?,?,?,?,?,?)`,
-			FileScope, fs.total.lastID, st.MuSpent, st.MuRemaining, st.EpsilonSpent, rig); err != nil {
+		if _, err := x.ExecContext(ctx, `INSERT OR REPLACE INTO dp_scope_state(scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous) VALUES (?,?,?,?,?,?)`,
+			name, sc.lastID, st.MuSpent, st.MuRemaining, st.EpsilonSpent, rig); err != nil {
 			return fail(err)
 		}
 	}

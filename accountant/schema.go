@@ -85,7 +85,10 @@ var triggersSQL = func() string {
 const FileScope = "*"
 
 // statusViewSQL is dp_budget_status, derived for SQL readers; "entries"
-// counts charges only. Its row for FileScope has a NULL mu_budget and
+// counts charges only; "guarantee" is 'mu-GDP' while a scope holds only
+// Gaussian entries and '(epsilon, delta)' once it holds others: then its
+// guarantee is (epsilon_budget, delta), not a mu-GDP curve, and mu_budget is
+// only the way the budget was written. Its row for FileScope has a NULL mu_budget and
 // mu_remaining when the file has no cap, and is reported at the cap's delta
 // (else the smallest scope delta) in the cap's relation (else replace_one if
 // any scope is, so that every entry is converted soundly).
@@ -99,7 +102,8 @@ SELECT b.scope AS scope,
        b.epsilon_budget AS epsilon_budget,
        s.epsilon_rigorous AS epsilon_rigorous,
        (SELECT count(*) FROM dp_ledger l WHERE l.scope = b.scope AND l.kind = 'charge') AS entries,
-       b.neighbours AS neighbours
+       b.neighbours AS neighbours,
+       CASE WHEN s.epsilon_rigorous IS NULL THEN 'mu-GDP' ELSE '(epsilon, delta)' END AS guarantee
 FROM dp_budget b LEFT JOIN dp_scope_state s ON s.scope = b.scope
 WHERE b.scope <> '*'
 UNION ALL
@@ -112,7 +116,8 @@ SELECT '*',
        c.epsilon_budget,
        s.epsilon_rigorous,
        (SELECT count(*) FROM dp_ledger WHERE kind = 'charge'),
-       coalesce(c.neighbours, CASE WHEN EXISTS (SELECT 1 FROM dp_budget WHERE scope <> '*' AND neighbours = 'replace_one') THEN 'replace_one' ELSE 'add_remove' END)
+       coalesce(c.neighbours, CASE WHEN EXISTS (SELECT 1 FROM dp_budget WHERE scope <> '*' AND neighbours = 'replace_one') THEN 'replace_one' ELSE 'add_remove' END),
+       CASE WHEN s.epsilon_rigorous IS NULL THEN 'mu-GDP' ELSE '(epsilon, delta)' END
 FROM (SELECT 1) LEFT JOIN dp_budget c ON c.scope = '*' LEFT JOIN dp_scope_state s ON s.scope = '*'
 WHERE EXISTS (SELECT 1 FROM dp_budget WHERE scope <> '*');
 `
@@ -300,6 +305,19 @@ func ensureSchema(ctx context.Context, x ledgerConn, create bool) error {
 		return migrateV0(ctx, x)
 	case v > SchemaVersion:
 		return fmt.Errorf("the ledger has schema version %d, newer than this dpsql's %d: use a newer dpsql", v, SchemaVersion)
+	}
+	// The view is derived: bring it up to date if it is not.
+	var got string
+	if err := x.QueryRowContext(ctx, `SELECT coalesce((SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'dp_budget_status'), '')`).Scan(&got); err != nil {
+		return err
+	}
+	if want := strings.Replace(strings.TrimSuffix(strings.TrimSpace(statusViewSQL), ";"), "CREATE VIEW IF NOT EXISTS", "CREATE VIEW", 1); got != want {
+		if _, err := x.ExecContext(ctx, `DROP VIEW IF EXISTS dp_budget_status`); err != nil {
+			return err
+		}
+		if _, err := x.ExecContext(ctx, statusViewSQL); err != nil {
+			return err
+		}
 	}
 	return nil
 }

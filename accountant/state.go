@@ -2,8 +2,10 @@ package accountant
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // What the chain says, computed by this process. A charge never relies on a
@@ -30,6 +32,67 @@ type fileState struct {
 	scopes map[string]*scopeState
 	total  *scopeState // budget: the file's cap, or Mu = +Inf without one
 	capped bool
+
+	roomMu sync.Mutex
+	room   map[string]float64 // gaussianRoom, memoised at this head
+}
+
+// gaussianRoom returns the largest mu one more add/remove Gaussian call
+// charged to scope, whose sampler is within tv in total variation of its
+// ideal law, can spend: the largest that passes the scope's and the file's
+// checks exactly as Charge makes them (FileScope: the file's only).
+func (f *fileState) gaussianRoom(scope string, tv float64) float64 {
+	key := fmt.Sprintf("%s\x00%g", scope, tv)
+	f.roomMu.Lock()
+	if r, ok := f.room[key]; ok {
+		f.roomMu.Unlock()
+		return r
+	}
+	f.roomMu.Unlock()
+	sc, err := f.scope(scope)
+	if err != nil {
+		return 0
+	}
+	check := func(s *scopeState, name string, mu float64) bool {
+		a, err := inScope(name, s.budget.Neighbours, Mechanism{Kind: KindGaussian, Mu: mu})
+		if err != nil {
+			return false
+		}
+		_, err = decide(s.budget, s.spend, a, tv)
+		return err == nil
+	}
+	fits := func(mu float64) bool {
+		return (scope == FileScope || check(sc, scope, mu)) && (!f.capped || check(f.total, FileScope, mu))
+	}
+	upper := sc.budget.Mu // a Gaussian of mu costs at least mu in any scope
+	if math.IsInf(upper, 1) {
+		upper = 0 // the total without a cap: no limit of its own
+		for _, s := range f.scopes {
+			upper = math.Max(upper, s.budget.Mu)
+		}
+	}
+	// The GDP figure first: exact while everything is Gaussian (and tried,
+	// never trusted: it must pass the checks).
+	var r float64
+	precision := 1e-3
+	if sc.spend.nonGaussian == 0 {
+		precision = 1e-12 // exact GDP checks are cheap
+		r = math.Sqrt(math.Max(upper*upper-sc.spend.sumSq, 0))
+		if sc.budget.neighbours() == ReplaceOne {
+			r /= 2
+		}
+		upper = r
+	}
+	if !(r > 0 && fits(r)) {
+		r = maxGaussian(upper, precision, fits)
+	}
+	f.roomMu.Lock()
+	if f.room == nil {
+		f.room = map[string]float64{}
+	}
+	f.room[key] = r
+	f.roomMu.Unlock()
+	return r
 }
 
 // scope returns the state of a scope (the total for FileScope), or the
@@ -68,6 +131,7 @@ func (s *scopeState) with(c checked, id int64) *scopeState {
 		n.spend.nonGaussian++
 	}
 	n.spend.comp = c.comp
+	n.spend.noiseTV += c.noiseTV
 	n.entries++
 	n.lastID = id
 	return &n
@@ -86,9 +150,11 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 		scope string
 		id    int64
 		m     Mechanism
+		tv    float64
 	}
 	var all []entry
 	charges := map[string][]Mechanism{}
+	tvs := map[string]float64{}
 	lastRow := map[string]int64{}
 	for _, r := range rows {
 		f.head = Head{ID: r.ID, Hash: r.Hash}
@@ -116,12 +182,23 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 			if r.Scope == FileScope {
 				return nil, fmt.Errorf("ledger row %d charges the file's total %q directly", r.ID, FileScope)
 			}
+			var rec struct {
+				NoiseTV *float64 `json:"noise_tv"`
+			}
+			_ = json.Unmarshal([]byte(r.Params), &rec) // ParseMechanism read it already
+			tv := 0.0
+			if rec.NoiseTV != nil && legacy == nil { // version-0 checks did not pay it
+				if tv = *rec.NoiseTV; !(tv >= 0) || math.IsInf(tv, 1) {
+					return nil, fmt.Errorf("ledger row %d: noise_tv %v cannot be accounted", r.ID, tv)
+				}
+			}
 			if f.scopes[r.Scope] == nil {
 				f.scopes[r.Scope] = &scopeState{}
 			}
 			charges[r.Scope] = append(charges[r.Scope], m)
+			tvs[r.Scope] += tv
 			lastRow[r.Scope] = r.ID
-			all = append(all, entry{r.Scope, r.ID, m})
+			all = append(all, entry{r.Scope, r.ID, m, tv})
 		default:
 			return nil, fmt.Errorf("ledger row %d: unknown event kind %q", r.ID, r.Kind)
 		}
@@ -142,6 +219,7 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 		if err := s.account(name, charges[name]); err != nil {
 			return nil, err
 		}
+		s.spend.noiseTV = tvs[name]
 		s.lastID = lastRow[name]
 	}
 	// The total composes every charge of the file, in the cap's relation
@@ -164,6 +242,7 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 	for i, e := range all {
 		ms[i] = e.m
 		f.total.lastID = e.id
+		f.total.spend.noiseTV += e.tv
 	}
 	if err := f.total.account(FileScope, ms); err != nil {
 		return nil, err
@@ -215,7 +294,8 @@ func (s *scopeState) status(name string) (Status, error) {
 		st.EpsilonSpent, _ = Epsilon(st.MuSpent, b.Delta)
 	}
 	if s.spend.nonGaussian > 0 {
-		e, err := s.spend.comp.Epsilon(b.Delta)
+		// As the budget check computes it (see decide).
+		e, err := certifiedEpsilon(s.spend.comp, b.Delta, s.spend.noiseTV)
 		if err != nil {
 			return st, fmt.Errorf("scope %q cannot be accounted: %w", name, err)
 		}

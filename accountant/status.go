@@ -24,6 +24,17 @@ type Status struct {
 	Neighbours      string // the scope's neighbour relation, AddRemove or ReplaceOne
 }
 
+// Guarantee names what the scope's budget guarantees now: "mu-GDP" while it
+// holds only Gaussian entries, "(epsilon, delta)" once it holds others (then
+// (EpsilonBudget or the epsilon of MuBudget at Delta, Delta)-DP, not a mu
+// curve).
+func (s Status) Guarantee() string {
+	if s.EpsilonRigorous.Valid {
+		return "(epsilon, delta)"
+	}
+	return "mu-GDP"
+}
+
 func orInf(x sql.NullFloat64) float64 {
 	if x.Valid {
 		return x.Float64

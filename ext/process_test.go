@@ -58,7 +58,9 @@ func childSpend(path string) {
 	n := 0
 	for {
 		var v float64
-		err := db.QueryRow(`SELECT dp_gaussian(1, 1, 0.1)`).Scan(&v)
+		// gdp_spend: an exact mu = 0.1 spend with no sampler error, so that
+		// exactly 100 fit (dp_gaussian's noise_tv is paid from delta).
+		err := db.QueryRow(`SELECT gdp_spend(0.1)`).Scan(&v)
 		if err != nil {
 			if strings.Contains(err.Error(), "privacy budget exceeded") {
 				fmt.Println("SPENT", n)

@@ -294,11 +294,16 @@ func (c *Conn) dpBudgetRemaining(args ...any) (any, error) {
 			return nil, err
 		}
 	}
-	st, err := c.status(fn, scope)
+	l, err := c.ledger()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
-	return st.MuRemaining, nil
+	// The room of one more scalar dp_gaussian call, its sampler's error included.
+	r, err := l.GaussianRoom(context.Background(), scope, release.NoiseTVOf(1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	return r, nil
 }
 
 func (c *Conn) gdpSpend(args ...any) (any, error) {
