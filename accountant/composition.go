@@ -77,6 +77,22 @@ func (c Composition) Add(m Mechanism) (Composition, error) {
 	return Composition{n}, nil
 }
 
+// folded returns c with its exactly-Gaussian part convolved into its PLD (if
+// it has one), so that reading delta or epsilon is one sweep, never a
+// convolution.
+func (c Composition) folded() (Composition, error) {
+	if c.c.pld == nil || c.c.muSq == 0 {
+		return c, nil
+	}
+	n := c.c
+	full, _, err := n.full()
+	if err != nil {
+		return Composition{}, err
+	}
+	n.pld, n.muSq = full, 0
+	return Composition{n}, nil
+}
+
 // Delta returns the rigorous delta(epsilon) of the composition.
 func (c Composition) Delta(epsilon float64) (float64, error) {
 	if !(epsilon >= 0) || math.IsInf(epsilon, 1) {

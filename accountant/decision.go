@@ -52,6 +52,10 @@ func certifiedEpsilon(comp Composition, delta, tv float64) (float64, error) {
 	if tv == 0 {
 		return comp.Epsilon(delta)
 	}
+	comp, err := comp.folded() // many sweeps follow: convolve once
+	if err != nil {
+		return 0, err
+	}
 	h := func(eps float64) (float64, error) {
 		d, err := comp.Delta(eps)
 		return d + (1+math.Exp(eps))*tv*(1+4*rigULP) - delta, err

@@ -271,7 +271,9 @@ func (s *scopeState) account(name string, ms []Mechanism) error {
 	if err != nil {
 		return fmt.Errorf("scope %q cannot be accounted: %w", name, err)
 	}
-	s.spend.comp = Composition{*c}
+	if s.spend.comp, err = (Composition{*c}).folded(); err != nil {
+		return fmt.Errorf("scope %q cannot be accounted: %w", name, err)
+	}
 	return nil
 }
 
