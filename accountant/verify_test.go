@@ -149,3 +149,20 @@ func TestVerifyChecksTriggers(t *testing.T) {
 		})
 	}
 }
+
+// ParseHead reads user input (dpsql audit verify --head): it never panics,
+// and what it accepts prints back exactly.
+func FuzzParseHead(f *testing.F) {
+	f.Add("0:" + GenesisHash)
+	f.Add("12:" + strings.Repeat("ab", 32))
+	f.Add("1:xyz")
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := ParseHead(s)
+		if err != nil {
+			return
+		}
+		if h.String() != strings.TrimSpace(s) {
+			t.Errorf("ParseHead(%q) = %v, prints %q", s, h, h.String())
+		}
+	})
+}
