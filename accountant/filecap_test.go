@@ -84,3 +84,31 @@ func TestAddRemoveCapRefusesReplaceOne(t *testing.T) {
 		t.Errorf("replace-one charge under an add/remove cap: %v", err)
 	}
 }
+
+// A new scope or cap can change the total's relation or budget: its derived
+// row follows, so the file still verifies.
+func TestNewScopeKeepsTotalVerifiable(t *testing.T) {
+	ctx := context.Background()
+	l, db, _ := newLedger(t, mustBudget(t, "a", 1, 0, 1e-5))
+	if _, err := l.Charge(ctx, Charge{Scope: "a", Mechanism: Mechanism{Kind: KindGaussian, Mu: 0.3}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	rb := mustBudget(t, "rows", 1, 0, 1e-5)
+	rb.Neighbours = ReplaceOne
+	if err := l.Init(ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(ctx, db); err != nil {
+		t.Errorf("after a replace-one scope joined: %v", err)
+	}
+	st, _ := ReadStatus(ctx, db, FileScope)
+	if st.Neighbours != ReplaceOne || math.Abs(st.MuSpent-0.6) > 1e-12 {
+		t.Errorf("total after a replace-one scope joined: %+v, want mu_spent 0.6 (0.3 counted twice)", st)
+	}
+	if err := l.Init(ctx, mustBudget(t, FileScope, 2, 0, 1e-5)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(ctx, db); err != nil {
+		t.Errorf("after the cap: %v", err)
+	}
+}

@@ -115,14 +115,24 @@ func migrateV0(ctx context.Context, x ledgerConn) error {
 	if err != nil {
 		return fail(err)
 	}
-	for _, name := range append(sortedScopes(fs), FileScope) {
-		sc, _ := fs.scope(name)
-		if sc.entries == 0 {
+	if err := writeStates(ctx, x, fs, append(sortedScopes(fs), FileScope)...); err != nil {
+		return fail(err)
+	}
+	_, err = x.ExecContext(ctx, `PRAGMA user_version = 1`)
+	return err
+}
+
+// writeStates rewrites the dp_scope_state rows of the named scopes (those with
+// charges) from fs, for SQL readers.
+func writeStates(ctx context.Context, x ledgerConn, fs *fileState, names ...string) error {
+	for _, name := range names {
+		sc, err := fs.scope(name)
+		if err != nil || sc.entries == 0 {
 			continue
 		}
 		st, err := sc.status(name)
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		var rig any
 		if st.EpsilonRigorous.Valid {
@@ -130,9 +140,8 @@ func migrateV0(ctx context.Context, x ledgerConn) error {
 		}
 		if _, err := x.ExecContext(ctx, `INSERT OR REPLACE INTO dp_scope_state(scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous) VALUES (?,?,?,?,?,?)`,
 			name, sc.lastID, st.MuSpent, st.MuRemaining, st.EpsilonSpent, rig); err != nil {
-			return fail(err)
+			return err
 		}
 	}
-	_, err = x.ExecContext(ctx, `PRAGMA user_version = 1`)
-	return err
+	return nil
 }

@@ -254,6 +254,19 @@ func Init(ctx context.Context, db *sql.DB, b Budget) error {
 	if err := createScope(ctx, conn, b); err != nil {
 		return err
 	}
+	// A new scope or cap can change the relation or budget of the file's
+	// total: its derived row is rewritten from the chain.
+	rows, err := ReadLedger(ctx, conn)
+	if err != nil {
+		return err
+	}
+	fs, err := computeState(rows, nil)
+	if err != nil {
+		return fmt.Errorf("creating scope %q: the ledger cannot be accounted: %w", b.Scope, err)
+	}
+	if err := writeStates(ctx, conn, fs, FileScope); err != nil {
+		return fmt.Errorf("creating scope %q: %w", b.Scope, err)
+	}
 	if _, err := conn.ExecContext(ctx, `COMMIT`); err != nil {
 		return fmt.Errorf("creating scope %q: %w", b.Scope, err)
 	}
