@@ -62,12 +62,13 @@ func TestUnaccountableLedgerRowRefuses(t *testing.T) {
 	if _, err := l.Charge(ctx, subsampled(0.01, 1, 10), nil); err != nil {
 		t.Fatal(err)
 	}
-	// A row no accountant understands (written by hand, bypassing dpsql).
-	if _, err := db.Exec(`INSERT INTO dp_ledger(at, scope, mechanism, mu, params, prev_hash, hash) VALUES ('now', 'default', 'magic', 0.1, '{"mechanism":"magic"}', '', '')`); err != nil {
+	// A row no accountant understands (written by hand, bypassing dpsql,
+	// correctly chained).
+	if _, err := appendRow(ctx, db, Row{Kind: EventCharge, Scope: "default", Mechanism: "magic", Mu: 0.1, Params: `{"mechanism":"magic"}`}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := l.Charge(ctx, subsampled(0.01, 1, 10), nil)
-	if err == nil || !strings.Contains(err.Error(), "cannot be accounted") {
+	if err == nil || !strings.Contains(err.Error(), "cannot be re-accounted") {
 		t.Errorf("charge after an unaccountable row: %v", err)
 	}
 }

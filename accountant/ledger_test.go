@@ -110,7 +110,7 @@ func TestFailedReleaseChargesNothing(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	var n int
-	db.QueryRow(`SELECT count(*) FROM dp_ledger`).Scan(&n)
+	db.QueryRow(`SELECT count(*) FROM dp_ledger WHERE kind = 'charge'`).Scan(&n)
 	if n != 0 {
 		t.Errorf("%d ledger rows after a failed release", n)
 	}
@@ -126,7 +126,7 @@ func TestFailedReleaseChargesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var params string
-	db.QueryRow(`SELECT params FROM dp_ledger`).Scan(&params)
+	db.QueryRow(`SELECT params FROM dp_ledger WHERE kind = 'charge'`).Scan(&params)
 	if !strings.Contains(params, `"into":"released"`) || !strings.Contains(params, `"mechanism":"gaussian"`) {
 		t.Errorf("params = %s", params)
 	}
@@ -157,9 +157,10 @@ func TestVerifyCatchesTampering(t *testing.T) {
 		name   string
 		tamper []string
 	}{
-		{"edited mu", []string{`DROP TRIGGER dp_ledger_no_update`, `UPDATE dp_ledger SET mu = 0.01 WHERE id = 2`}},
-		{"edited params", []string{`DROP TRIGGER dp_ledger_no_update`, `UPDATE dp_ledger SET params = replace(params, '0.2', '0.02') WHERE id = 2`}},
-		{"deleted row", []string{`DROP TRIGGER dp_ledger_no_delete`, `DELETE FROM dp_ledger WHERE id = 2`}},
+		{"edited mu", []string{`DROP TRIGGER dp_ledger_no_update`, `UPDATE dp_ledger SET mu = 0.01 WHERE id = 3`}},
+		{"edited params", []string{`DROP TRIGGER dp_ledger_no_update`, `UPDATE dp_ledger SET params = replace(params, '0.2', '0.02') WHERE id = 3`}},
+		{"deleted row", []string{`DROP TRIGGER dp_ledger_no_delete`, `DELETE FROM dp_ledger WHERE id = 3`}},
+		{"edited budget event", []string{`DROP TRIGGER dp_ledger_no_update`, `UPDATE dp_ledger SET mu = 100, params = replace(params, '"mu_budget":1', '"mu_budget":100') WHERE id = 1`}},
 		{"rehashed row", []string{`DROP TRIGGER dp_ledger_no_update`, `UPDATE dp_ledger SET hash = prev_hash WHERE id = 1`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,7 +170,7 @@ func TestVerifyCatchesTampering(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if n, err := Verify(ctx, db); err != nil || n != 3 {
+			if n, err := Verify(ctx, db); err != nil || n != 4 { // the budget event and 3 charges
 				t.Fatalf("intact ledger: Verify = %d, %v", n, err)
 			}
 			for _, q := range tc.tamper {

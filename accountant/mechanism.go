@@ -22,15 +22,12 @@ const (
 	KindGaussianInf = "gaussian_inf"
 )
 
-// Neighbour notions. Budgets are stated for add/remove neighbours. A
-// replace_one entry (a per-row release, which reveals n and is DP only when one
-// row is replaced by another) states its figures for replace-one neighbours:
-// its sensitivity already covers both add/remove steps of a replacement (2C for
-// rows clipped to C), and it is charged as stated. A scope holding such entries
-// guarantees, for replace-one neighbours, at most twice its mu_spent (an
-// add/remove entry of mu is 2 mu-GDP under replacement: Dong, Roth, Su 2019,
-// Theorem 2.14) and no add/remove guarantee; keep per-row releases in their
-// own scope when the rest needs the add/remove guarantee.
+// Neighbour relations. An entry states its figures for one relation: add/remove
+// (one row added or removed, the default) or replace-one (one row replaced by
+// another: a per-row release, which reveals n, whose sensitivity already
+// covers both steps of a replacement, 2C for rows clipped to C). Each scope
+// has one relation; how entries of the other are converted or refused is
+// written once, in neighbours.go.
 const (
 	AddRemove  = "add_remove"
 	ReplaceOne = "replace_one"
@@ -112,9 +109,6 @@ func (m Mechanism) Validate() error {
 		}
 		if m.Steps < 1 {
 			return fmt.Errorf("subsampled_gaussian: steps must be >= 1, got %d", m.Steps)
-		}
-		if m.Neighbours == ReplaceOne {
-			return errors.New("subsampled_gaussian: replace_one neighbours cannot be accounted (group privacy under Poisson sampling is not two composed add/remove steps); describe the release under add_remove")
 		}
 	case KindLaplace:
 		if !finitePos(m.Epsilon) {
@@ -214,6 +208,9 @@ func (m Mechanism) GDPMu() float64 {
 		mu = m.Mu * math.Sqrt(m.steps())
 	case KindSubsampledGaussian:
 		mu = m.Q * math.Sqrt(m.steps()) * math.Sqrt(math.Expm1(1/(m.Sigma*m.Sigma)))
+		if m.Neighbours == ReplaceOne {
+			mu *= 2 // the add/remove figure by group privacy; shown only, never decides
+		}
 	case KindComposite:
 		// GDP composes by the sum of squares; +Inf if any part has no finite mu.
 		var sq float64

@@ -29,9 +29,10 @@ import (
 //     count).
 //   - gaussian_inf: a mu-GDP Gaussian plus Delta mass at +infinity.
 //   - subsampled_gaussian: Poisson rate Q, noise multiplier Sigma, Steps
-//     steps, both directions kept. Replace-one is refused: a replace-one
-//     neighbour under Poisson sampling is not two composed add/remove steps
-//     (group privacy is not composition), so composing twice would be unsound.
+//     steps, both directions kept. Replace-one entries use the replace-one
+//     pair (pld.SubsampledGaussianReplaceOne): a replace-one neighbour under
+//     Poisson sampling is not two composed add/remove steps (group privacy
+//     is not composition).
 
 // rigorousConfig is the discretisation used for ledger accounting.
 var rigorousConfig = pld.Config{}
@@ -376,6 +377,9 @@ func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
 			case KindLaplace:
 				return rigorousConfig.Laplace(m.Epsilon, 1)
 			case KindSubsampledGaussian:
+				if m.Neighbours == ReplaceOne {
+					return rigorousConfig.SubsampledGaussianReplaceOne(m.Q, m.Sigma)
+				}
 				return rigorousConfig.SubsampledGaussian(m.Q, m.Sigma)
 			case KindGaussianInf:
 				return rigorousConfig.GaussianMuInf(m.Mu, m.Delta)

@@ -58,7 +58,9 @@ func childSpend(path string) {
 	n := 0
 	for {
 		var v float64
-		err := db.QueryRow(`SELECT dp_gaussian(1, 1, 0.1)`).Scan(&v)
+		// gdp_spend: an exact mu = 0.1 spend with no sampler error, so that
+		// exactly 100 fit (dp_gaussian's noise_tv is paid from delta).
+		err := db.QueryRow(`SELECT gdp_spend(0.1)`).Scan(&v)
 		if err != nil {
 			if strings.Contains(err.Error(), "privacy budget exceeded") {
 				fmt.Println("SPENT", n)
@@ -122,7 +124,7 @@ func TestChargeSurvivesKillAfterPrint(t *testing.T) {
 	defer db.Close()
 	var n int
 	var mu float64
-	if err := db.QueryRow(`SELECT count(*), coalesce(sum(mu), 0) FROM dp_ledger`).Scan(&n, &mu); err != nil {
+	if err := db.QueryRow(`SELECT count(*), coalesce(sum(mu), 0) FROM dp_ledger WHERE kind = 'charge'`).Scan(&n, &mu); err != nil {
 		t.Fatal(err)
 	}
 	if n != 1 || mu != 0.5 {
@@ -179,9 +181,9 @@ func TestConcurrentProcessesNeverOverspend(t *testing.T) {
 	db, _ := sql.Open("sqlite3", path)
 	defer db.Close()
 	var n int
-	db.QueryRow(`SELECT count(*) FROM dp_ledger`).Scan(&n)
+	db.QueryRow(`SELECT count(*) FROM dp_ledger WHERE kind = 'charge'`).Scan(&n)
 	if n != 100 {
-		t.Errorf("ledger has %d rows, want 100", n)
+		t.Errorf("ledger has %d charges, want 100", n)
 	}
 	t.Logf("charges per process: %v", counts)
 }

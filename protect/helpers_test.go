@@ -84,7 +84,7 @@ func queryAll(ctx context.Context, db *sql.DB, q string) ([]string, [][]any, err
 func ledgerRows(t testing.TB, db *sql.DB) int {
 	t.Helper()
 	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM dp_ledger`).Scan(&n); err != nil {
+	if err := db.QueryRow(`SELECT count(*) FROM dp_ledger WHERE kind = 'charge'`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -27,7 +27,7 @@ func avgmixRun(t *testing.T, rows int, opts string) (summary, params map[string]
 		t.Fatal(err)
 	}
 	var p string
-	if err := db.QueryRow(`SELECT params FROM dp_ledger`).Scan(&p); err != nil {
+	if err := db.QueryRow(`SELECT params FROM dp_ledger WHERE kind = 'charge'`).Scan(&p); err != nil {
 		t.Fatal(err)
 	}
 	json.Unmarshal([]byte(p), &params)
@@ -122,7 +122,7 @@ func TestAvgmixNoisyCount(t *testing.T) {
 	}
 	var mech, params string
 	var rowMu float64
-	db.QueryRow(`SELECT mechanism, mu, params FROM dp_ledger`).Scan(&mech, &rowMu, &params)
+	db.QueryRow(`SELECT mechanism, mu, params FROM dp_ledger WHERE kind = 'charge'`).Scan(&mech, &rowMu, &params)
 	m, err := accountant.ParseMechanism([]byte(params))
 	if err != nil || mech != accountant.KindComposite || len(m.Parts) != 2 {
 		t.Fatalf("ledger row %s %s (%v)", mech, params, err)
@@ -164,7 +164,7 @@ func TestAvgmixNoisyCountRefusalCharged(t *testing.T) {
 	var mech string
 	var mu float64
 	var params string
-	if err := db.QueryRow(`SELECT mechanism, mu, params FROM dp_ledger`).Scan(&mech, &mu, &params); err != nil {
+	if err := db.QueryRow(`SELECT mechanism, mu, params FROM dp_ledger WHERE kind = 'charge'`).Scan(&mech, &mu, &params); err != nil {
 		t.Fatal(err)
 	}
 	if mech != accountant.KindGaussian || math.Abs(mu-0.15) > 1e-12 || !strings.Contains(params, `"n_noisy"`) || !strings.Contains(params, `"release_refused"`) {

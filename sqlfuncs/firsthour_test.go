@@ -12,7 +12,7 @@ import (
 func TestGaussianVectorText(t *testing.T) {
 	db := openDB(t, `SELECT dp_init(1000)`)
 	var out []byte
-	if err := db.QueryRow(`SELECT dp_gaussian('[1, 2.5, -3]', 1, 500)`).Scan(&out); err != nil {
+	if err := db.QueryRow(`SELECT dp_gaussian('[1, 2.5, -3]', 0.002, 1)`).Scan(&out); err != nil {
 		t.Fatal(err)
 	}
 	v, err := sqlfuncs.DecodeVector(out)
@@ -20,12 +20,12 @@ func TestGaussianVectorText(t *testing.T) {
 		t.Fatalf("dp_gaussian of a JSON array: %v, %v", v, err)
 	}
 	for i, want := range []float32{1, 2.5, -3} {
-		if d := v[i] - want; d > 0.05 || d < -0.05 { // sigma = 1/500: 25 sigma
+		if d := v[i] - want; d > 0.05 || d < -0.05 { // sigma = 0.002/1: 25 sigma
 			t.Errorf("coordinate %d = %v, want %v + small noise", i, v[i], want)
 		}
 	}
 	var dim int
-	if err := db.QueryRow(`SELECT json_extract(params, '$.dim') FROM dp_ledger`).Scan(&dim); err != nil || dim != 3 {
+	if err := db.QueryRow(`SELECT json_extract(params, '$.dim') FROM dp_ledger WHERE kind = 'charge'`).Scan(&dim); err != nil || dim != 3 {
 		t.Errorf("ledger dim = %d, %v; want 3", dim, err)
 	}
 }
@@ -91,7 +91,7 @@ func TestFailedStatementNamesItsCharges(t *testing.T) {
 	}
 	var a, b any
 	err := db.QueryRow(`SELECT dp_gaussian(count(*),1,0.1), dp_gaussian(count(*),1,-1) FROM t`).Scan(&a, &b)
-	want := "dp_gaussian: mu must be > 0, got -1; this statement had already committed 1 charge, which stands: ledger row 1 (dp_gaussian, mu = 0.1)"
+	want := "dp_gaussian: mu must be > 0, got -1; this statement had already committed 1 charge, which stands: ledger row 2 (dp_gaussian, mu = 0.1)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v\nwant %s", err, want)
 	}
@@ -106,8 +106,8 @@ func TestFailedStatementNamesItsCharges(t *testing.T) {
 	// The same statement text run again: only its own execution's charges.
 	for range 2 {
 		err = db.QueryRow(`SELECT dp_gaussian(count(*),1,0.1), dp_gaussian(count(*),1,0.1), gdp_epsilon(-1, 1e-5) FROM t`).Scan(&a, &b, &b)
-		if err == nil || !strings.HasSuffix(err.Error(), "this statement had already committed 2 charges, which stand: ledger rows 2 (dp_gaussian, mu = 0.1), 3 (dp_gaussian, mu = 0.1)") &&
-			!strings.HasSuffix(err.Error(), "ledger rows 4 (dp_gaussian, mu = 0.1), 5 (dp_gaussian, mu = 0.1)") {
+		if err == nil || !strings.HasSuffix(err.Error(), "this statement had already committed 2 charges, which stand: ledger rows 3 (dp_gaussian, mu = 0.1), 4 (dp_gaussian, mu = 0.1)") &&
+			!strings.HasSuffix(err.Error(), "ledger rows 5 (dp_gaussian, mu = 0.1), 6 (dp_gaussian, mu = 0.1)") {
 			t.Fatalf("err = %v", err)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 // Built only with -tags dpsql_testseed (CI runs it): the seed option makes a
 // release reproducible.
 func TestSelectTopmSeed(t *testing.T) {
-	db := openDB(t, `SELECT dp_init(50)`)
+	db := openDB(t, `SELECT dp_init(50, 1e-5, 'default', 'replace_one')`)
 	topmTable(t, db, 300, 50, 2)
 	q := `SELECT dp_select_topm('t', json_object('features', 'f', 'label', 'y', 'into', ?, 'm', 5, 'mu_select', 0.3, 'mu_release', 1, 'c', 1, 'classes', 2, 'labels', 'public', 'seed', 7))`
 	var a, b string

@@ -69,7 +69,7 @@ func guessByCut(cut int, truth []int) float64 {
 // chance, no better than reading the noisy labels themselves.
 func TestSelectTopmOrderRevealsNoLabels(t *testing.T) {
 	const n, d = 400, 8
-	db := openDB(t, `SELECT dp_init(50)`)
+	db := openDB(t, `SELECT dp_init(50, 1e-5, 'default', 'replace_one')`)
 	if _, err := db.Exec(`CREATE TABLE t(f BLOB, y INTEGER)`); err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@
 // Functions added to each connection by [Register]:
 //
 //	dp_version()                              dpsql's version
-//	dp_init(mu [, delta [, scope]])           create the ledger and a budget scope of mu-GDP
-//	dp_init_epsilon(epsilon, delta [, scope]) the same from an (epsilon, delta) budget
+//	dp_init(mu [, delta [, scope [, neighbours]]])           create the ledger and a budget scope of mu-GDP
+//	dp_init_epsilon(epsilon, delta [, scope [, neighbours]]) the same from an (epsilon, delta) budget
 //	dp_use_scope(scope)                       charge this connection's calls to scope
 //	dp_scope()                                the scope this connection charges
 //	dp_budget_remaining([scope])              mu still available in the scope
@@ -199,7 +199,7 @@ func optScope(fn string, args []any, i int) (string, error) {
 
 func (c *Conn) dpInit(args ...any) (any, error) {
 	const fn = "dp_init"
-	if err := arity(fn, args, 1, 3, "(mu [, delta [, scope]])"); err != nil {
+	if err := arity(fn, args, 1, 4, "(mu [, delta [, scope [, neighbours]]])"); err != nil {
 		return nil, err
 	}
 	mu, err := positive(fn, "mu", args[0])
@@ -220,12 +220,30 @@ func (c *Conn) dpInit(args ...any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
+	if b.Neighbours, err = optNeighbours(fn, args, 3); err != nil {
+		return nil, err
+	}
 	return c.initScope(fn, b)
+}
+
+// optNeighbours reads the optional neighbour relation of a new scope.
+func optNeighbours(fn string, args []any, i int) (string, error) {
+	if len(args) <= i {
+		return accountant.AddRemove, nil
+	}
+	n, err := text(fn, "neighbours", args[i])
+	if err != nil {
+		return "", err
+	}
+	if n != accountant.AddRemove && n != accountant.ReplaceOne {
+		return "", argError(fn, "neighbours", "must be '%s' (one person's row added or removed) or '%s' (one row replaced by another; per-row releases such as dp_select_topm), got %q", accountant.AddRemove, accountant.ReplaceOne, n)
+	}
+	return n, nil
 }
 
 func (c *Conn) dpInitEpsilon(args ...any) (any, error) {
 	const fn = "dp_init_epsilon"
-	if err := arity(fn, args, 2, 3, "(epsilon, delta [, scope])"); err != nil {
+	if err := arity(fn, args, 2, 4, "(epsilon, delta [, scope [, neighbours]])"); err != nil {
 		return nil, err
 	}
 	e, err := positive(fn, "epsilon", args[0])
@@ -243,6 +261,9 @@ func (c *Conn) dpInitEpsilon(args ...any) (any, error) {
 	b, err := accountant.NewBudget(scope, 0, e, d)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	if b.Neighbours, err = optNeighbours(fn, args, 3); err != nil {
+		return nil, err
 	}
 	return c.initScope(fn, b)
 }
@@ -287,11 +308,16 @@ func (c *Conn) dpBudgetRemaining(args ...any) (any, error) {
 			return nil, err
 		}
 	}
-	st, err := c.status(fn, scope)
+	l, err := c.ledger()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
-	return st.MuRemaining, nil
+	// The room of one more scalar dp_gaussian call, its sampler's error included.
+	r, err := l.GaussianRoom(context.Background(), scope, release.NoiseTVOf(1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	return r, nil
 }
 
 func (c *Conn) gdpSpend(args ...any) (any, error) {

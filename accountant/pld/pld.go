@@ -602,3 +602,8 @@ func (p *PLD) UnmarshalBinary(data []byte) error {
 	*p = q
 	return nil
 }
+
+// SubsampledGaussianReplaceOne is Config{}.SubsampledGaussianReplaceOne.
+func SubsampledGaussianReplaceOne(q, sigma float64) (*PLD, error) {
+	return Config{}.SubsampledGaussianReplaceOne(q, sigma)
+}

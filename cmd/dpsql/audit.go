@@ -26,8 +26,10 @@ func (m *Main) newAuditCmd() *cobra.Command {
 		Long: `List the rows of the append-only ledger dp_ledger: id, time, scope, mechanism,
 its mu, its full description (params), the SQL that made the charge and the
 start of the row's hash. The table format shortens params and query; use
---format json or csv for the full text. "dpsql audit verify DB" checks the
-hash chain.`,
+--format json or csv for the full text. The ledger holds every event: charges
+and the creation of each budget (mechanism "budget"). "dpsql audit verify DB"
+checks the hash chain and the tables derived from it; "dpsql audit head DB"
+prints the chain's head, for an auditor to keep.`,
 		Args: nargs("DB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := m.format(cmd)
@@ -50,17 +52,59 @@ hash chain.`,
 	cmd.Flags().StringVarP(&scope, "scope", "s", "", "only this scope's rows")
 	cmd.Flags().IntVarP(&limit, "limit", "n", 0, "only the last n rows (0: all)")
 	configured(cmd, "format")
-	cmd.AddCommand(m.newVerifyCmd())
+	cmd.AddCommand(m.newVerifyCmd(), m.newHeadCmd())
 	return cmd
 }
 
 func (m *Main) newVerifyCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "verify DB",
-		Short: "Check the ledger's hash chain and every row's mu",
+	var head string
+	cmd := &cobra.Command{
+		Use:   "verify DB [--head ID:HASH]",
+		Short: "Check the ledger's hash chain and recompute what the file says",
 		Long: `Recompute the hash of every ledger row and check that it chains to the previous
-row, and that each row's recorded mu matches its mechanism description. Exits
-with status 1 at the first broken row.`,
+row and that each row's recorded mu matches its content; check that the
+triggers protecting dp_ledger and dp_budget exist; check that dp_budget matches
+the chain's budget events and that every scope's figures in dp_scope_state
+(what dp_budget_status shows) match those recomputed from the chain. With
+--head (as printed earlier by "dpsql audit head DB"), also check that the chain
+still contains that exact row: a removed or rewritten tail fails. Exits with
+status 1 at the first problem.
+
+The chain is tamper evidence for an auditor who keeps a head; it cannot stop
+someone with write access to the file from rewriting the whole chain.`,
+		Example: `  dpsql audit head clinic.db > kept-head.txt
+  dpsql audit verify clinic.db --head "$(cat kept-head.txt)"`,
+		Args: nargs("DB"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var want *accountant.Head
+			if cmd.Flags().Changed("head") {
+				h, err := accountant.ParseHead(head)
+				if err != nil {
+					return usagef("audit verify: --head: %v", err)
+				}
+				want = &h
+			}
+			ctx := cmd.Context()
+			db, err := openDB(ctx, args[0], "", false)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return verifyLedger(ctx, db, cmd.OutOrStdout(), want)
+		},
+	}
+	cmd.Flags().StringVar(&head, "head", "", "a head ID:HASH the chain must still contain")
+	return cmd
+}
+
+func (m *Main) newHeadCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "head DB",
+		Short: "Print the ledger's head as ID:HASH, for an auditor to keep",
+		Long: `Print the id and hash of the ledger's last row as ID:HASH (a decimal id and 64
+lowercase hex digits; 0 and 64 zeros for an empty ledger). Keep it somewhere
+the file's writers cannot reach; "dpsql audit verify DB --head ID:HASH" later
+fails unless the chain still contains that row.`,
 		Args: nargs("DB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -69,7 +113,12 @@ with status 1 at the first broken row.`,
 				return err
 			}
 			defer db.Close()
-			return verifyLedger(ctx, db, cmd.OutOrStdout())
+			h, err := accountant.ReadHead(ctx, db)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), h)
+			return nil
 		},
 	}
 }
@@ -77,15 +126,16 @@ with status 1 at the first broken row.`,
 // errNothingToVerify is verifyLedger's answer for a database without a ledger.
 var errNothingToVerify = errors.New("this database has no dpsql ledger, so there is nothing to verify (create one with `dpsql init DB --mu 1` or SELECT dp_init(1.0))")
 
-func verifyLedger(ctx context.Context, db accountant.Queryer, w io.Writer) error {
-	n, err := accountant.Verify(ctx, db)
+func verifyLedger(ctx context.Context, db accountant.Queryer, w io.Writer, head *accountant.Head) error {
+	r, err := accountant.VerifyAt(ctx, db, head)
 	switch {
 	case errors.Is(err, accountant.ErrNoLedger):
 		return errNothingToVerify
 	case err != nil:
-		return fmt.Errorf("ledger verification failed after %d good rows: %w", n, err)
+		return fmt.Errorf("ledger verification failed after %d good rows: %w", r.Rows, err)
 	}
-	fmt.Fprintf(w, "ledger OK: %d rows, chain intact\n", n)
+	fmt.Fprintf(w, "ledger OK: %d rows, chain intact (charges: %d, budget events: %d); triggers in place, dp_budget and dp_scope_state match the chain\n", r.Rows, r.Charges, r.Budgets)
+	fmt.Fprintf(w, "head %s\n", r.Head)
 	if n, err := protect.VerifyPolicies(ctx, db); err != nil {
 		return fmt.Errorf("policy verification failed after %d good rows: %w", n, err)
 	} else if n > 0 {

@@ -43,7 +43,7 @@ the number of ledger entries.`,
 // printBudget prints dp_budget_status, one row per scope, its columns in the
 // view's order; the table format adds, per scope, which epsilon binds.
 func printBudget(ctx context.Context, db accountant.Queryer, p *printer) error {
-	rows, err := db.QueryContext(ctx, `SELECT * FROM dp_budget_status ORDER BY scope`)
+	rows, err := db.QueryContext(ctx, `SELECT * FROM dp_budget_status ORDER BY scope = '*', scope`)
 	if err != nil {
 		if strings.Contains(err.Error(), "no such table") {
 			return accountant.ErrNoLedger
@@ -100,6 +100,9 @@ func bindingNote(cols []string, row []any) string {
 	}
 	scope := fmt.Sprint(get("scope"))
 	delta, _ := get("delta").(float64)
+	if _, capped := get("mu_budget").(float64); scope == accountant.FileScope && !capped {
+		return fmt.Sprintf("  %s: the total over every scope, composed at delta = %s; no cap is set (dpsql init DB --file-mu MU sets one)\n", scope, humanFloat(delta))
+	}
 	budget, ok := get("epsilon_budget").(float64)
 	if !ok {
 		mu, _ := get("mu_budget").(float64)

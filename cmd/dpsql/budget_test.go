@@ -9,17 +9,20 @@ import (
 func TestBudget(t *testing.T) {
 	db := newDB(t)
 	mustRun(t, "init", db, "--epsilon", "1", "--delta", "1e-6", "--scope", "eps")
-	mustRun(t, "query", db, "SELECT dp_gaussian(1.0, 1, 0.6); SELECT dp_gaussian(1.0, 1, 0.8);")
+	// Exact spends (no sampler error to pay from delta) that use the budget up.
+	mustRun(t, "query", db, "SELECT gdp_spend(0.6); SELECT gdp_spend(0.8);")
 
 	table := mustRun(t, "budget", db)
 	for _, want := range []string{
 		// the columns of dp_budget_status, in the view's order
-		"| scope   | mu_budget | mu_spent | mu_remaining | epsilon_spent | delta | epsilon_budget | epsilon_rigorous | entries |",
-		"| default |         1 |        1 |            0 |       4.37718 | 1e-05 |           NULL |             NULL |       2 |",
-		"| eps     |  0.236704 |        0 |     0.236704 |             0 | 1e-06 |              1 |             NULL |       0 |",
+		"| scope   | mu_budget | mu_spent | mu_remaining | epsilon_spent | delta | epsilon_budget | epsilon_rigorous | entries | neighbours | guarantee |",
+		"| default |         1 |        1 |            0 |       4.37718 | 1e-05 |           NULL |             NULL |       2 | add_remove | mu-GDP    |",
+		"| eps     |  0.236704 |        0 |     0.236704 |             0 | 1e-06 |              1 |             NULL |       0 | add_remove | mu-GDP    |",
+		"| *       |      NULL |        1 |         NULL |       4.88655 | 1e-06 |           NULL |             NULL |       2 | add_remove | mu-GDP    |",
 		"which epsilon binds:\n" +
 			"  default: epsilon_spent (every charge is Gaussian, so mu composes exactly; its epsilon is checked at delta = 1e-05 against the budget's epsilon 4.37718)\n" +
-			"  eps: nothing spent yet; charges will be checked at delta = 1e-06 against the budget's epsilon 1\n",
+			"  eps: nothing spent yet; charges will be checked at delta = 1e-06 against the budget's epsilon 1\n" +
+			"  *: the total over every scope, composed at delta = 1e-06; no cap is set (dpsql init DB --file-mu MU sets one)\n",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("budget table lacks %q:\n%s", want, table)
@@ -27,7 +30,7 @@ func TestBudget(t *testing.T) {
 	}
 
 	csv := mustRun(t, "budget", db, "-f", "csv")
-	if head := strings.SplitN(csv, "\n", 2)[0]; head != "scope,mu_budget,mu_spent,mu_remaining,epsilon_spent,delta,epsilon_budget,epsilon_rigorous,entries" {
+	if head := strings.SplitN(csv, "\n", 2)[0]; head != "scope,mu_budget,mu_spent,mu_remaining,epsilon_spent,delta,epsilon_budget,epsilon_rigorous,entries,neighbours,guarantee" {
 		t.Errorf("budget csv header %q is not the view's column order", head)
 	}
 	if strings.Contains(csv, "binds") {
@@ -38,7 +41,8 @@ func TestBudget(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustRun(t, "budget", db, "-f", "json")), &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st) != 2 || st[0]["scope"] != "default" || st[0]["entries"] != 2.0 || st[0]["epsilon_rigorous"] != nil || st[1]["epsilon_budget"] != 1.0 {
+	if len(st) != 3 || st[0]["scope"] != "default" || st[0]["entries"] != 2.0 || st[0]["epsilon_rigorous"] != nil || st[1]["epsilon_budget"] != 1.0 ||
+		st[2]["scope"] != "*" || st[2]["mu_budget"] != nil || st[2]["mu_spent"] != st[0]["mu_spent"] || st[2]["delta"] != 1e-6 {
 		t.Fatalf("budget json: %v", st)
 	}
 	spent := st[0]["mu_spent"].(float64)

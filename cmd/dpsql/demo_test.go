@@ -38,9 +38,9 @@ func TestDemo(t *testing.T) {
 		"$ dpsql audit " + path,
 		"$ dpsql audit verify " + path,
 		"8. Plan before spending", "2.4612", // dp_cost of the subsampled plan (published 2.4612)
-		"ledger OK: 4 rows, chain intact",      // planning charged nothing
-		"refused: table patients is protected", // the analyst's raw query
-		"| sex | n",                            // the analyst's DP GROUP BY
+		"ledger OK: 5 rows, chain intact (charges: 4, budget events: 1)", // planning charged nothing
+		"refused: table patients is protected",                           // the analyst's raw query
+		"| sex | n",                                                      // the analyst's DP GROUP BY
 		"Next: dpsql shell " + path,
 	} {
 		if !strings.Contains(out, want) {

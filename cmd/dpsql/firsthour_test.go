@@ -31,7 +31,7 @@ func TestUsageMistakesExit2(t *testing.T) {
 	mustFailExactly(t, 2, "dpsql: unknown command \"nosuch\" (run 'dpsql help' for the list of commands)\n", "nosuch")
 	// was "dpsql: dpsql query: missing DB"
 	mustFailExactly(t, 2, "dpsql: query: missing DB (usage: dpsql query DB [SQL] [flags])\n", "query")
-	mustFailExactly(t, 2, "dpsql: audit verify: missing DB (usage: dpsql audit verify DB [flags])\n", "audit", "verify")
+	mustFailExactly(t, 2, "dpsql: audit verify: missing DB (usage: dpsql audit verify DB [--head ID:HASH] [flags])\n", "audit", "verify")
 	// was "... strconv.ParseFloat: parsing \"abc\": invalid syntax"
 	mustFailExactly(t, 2, "dpsql: --mu: \"abc\" is not a number (see 'dpsql help init')\n", "init", db, "--mu", "abc")
 	mustFailExactly(t, 2, "dpsql: --limit: \"x\" is not a whole number (see 'dpsql help audit')\n", "audit", db, "--limit", "x")
@@ -98,8 +98,8 @@ func TestConfigKeysAndHelp(t *testing.T) {
 	}
 	ini := mustRun(t, "init", "--help")
 	for _, want := range []string{
-		"--epsilon float   budget epsilon; give --delta with it (the default delta of 1e-05 applies only with --mu)\n",
-		"--delta float     the budget's delta, where epsilon is reported and checked (required with --epsilon) (default 1e-05)\n",
+		"--epsilon float       budget epsilon; give --delta with it (the default delta of 1e-05 applies only with --mu)\n",
+		"--delta float         the budget's delta, where epsilon is reported and checked (required with --epsilon) (default 1e-05)\n",
 	} {
 		if !strings.Contains(ini, want) {
 			t.Errorf("init --help lacks %q:\n%s", want, ini)
@@ -228,7 +228,7 @@ func TestStatementChargesInCLI(t *testing.T) {
 	var out, errb bytes.Buffer
 	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb}
 	code := m.Exec(context.Background(), []string{"query", db, "SELECT dp_gaussian(count(*),1,0.1), dp_gaussian(count(*),1,-1) FROM t"})
-	want := "dpsql: dp_gaussian: mu must be > 0, got -1; this statement had already committed 1 charge, which stands: ledger row 1 (dp_gaussian, mu = 0.1)\n"
+	want := "dpsql: dp_gaussian: mu must be > 0, got -1; this statement had already committed 1 charge, which stands: ledger row 2 (dp_gaussian, mu = 0.1)\n"
 	if code != 1 || errb.String() != want {
 		t.Errorf("exit %d, stderr %q; want 1, %q", code, errb.String(), want)
 	}

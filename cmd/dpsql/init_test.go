@@ -48,7 +48,7 @@ func TestInitEpsilon(t *testing.T) {
 		}
 	}
 	out = mustRun(t, "budget", path, "-f", "csv")
-	if !strings.Contains(out, "analysis,0.50155") || !strings.Contains(out, ",0.00001,2,,0\n") {
+	if !strings.Contains(out, "analysis,0.50155") || !strings.Contains(out, ",0.00001,2,,0,add_remove,mu-GDP\n") {
 		t.Fatalf("budget after init --epsilon:\n%s", out)
 	}
 }
@@ -89,4 +89,33 @@ func TestInitErrors(t *testing.T) {
 		t.Fatal("a refused init created the database file")
 	}
 	mustFail(t, 2, "missing DB", "init", "--mu", "1")
+}
+
+func TestInitNeighbours(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "n.db")
+	out := mustRun(t, "init", path, "--mu", "2", "--scope", "rows", "--neighbours", "replace_one")
+	if !strings.Contains(out, "neighbours = replace_one") {
+		t.Fatalf("init --neighbours replace_one: %q", out)
+	}
+	mustFail(t, 2, "--neighbours must be add_remove or replace_one", "init", path, "--mu", "1", "--scope", "x", "--neighbours", "swap")
+	audit := mustRun(t, "audit", path, "-f", "csv")
+	if !strings.Contains(audit, `rows,budget,2,`) || !strings.Contains(audit, `replace_one`) {
+		t.Fatalf("the budget event does not record the relation:\n%s", audit)
+	}
+}
+
+func TestInitFileCap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cap.db")
+	if out := mustRun(t, "init", path, "--file-mu", "1"); !strings.Contains(out, "capped the total over every scope") {
+		t.Fatalf("init --file-mu: %q", out)
+	}
+	mustRun(t, "init", path, "--mu", "1", "--scope", "a")
+	mustRun(t, "init", path, "--mu", "1", "--scope", "b")
+	mustRun(t, "query", path, "SELECT dp_gaussian(0, 1, 0.8)", "--scope", "a")
+	mustFail(t, 1, "privacy budget exceeded for the whole file", "query", path, "SELECT dp_gaussian(0, 1, 0.8)", "--scope", "b")
+	out := mustRun(t, "budget", path, "-f", "csv")
+	if !strings.Contains(out, "\n*,1,0.8,") {
+		t.Fatalf("budget shows no capped total:\n%s", out)
+	}
+	mustFail(t, 2, "--file-mu", "init", path, "--file-mu", "-1")
 }

@@ -98,7 +98,7 @@ func TestInterruptRelease(t *testing.T) {
 	}
 	mu.Unlock()
 	t.Logf("stopped %v after the interrupt", stopped)
-	if out := mustRun(t, "query", db, "SELECT count(*) AS n FROM dp_ledger; SELECT count(*) AS n FROM sqlite_schema WHERE name = 'rel'", "-f", "csv"); out != "n\n0\n\nn\n0\n" {
+	if out := mustRun(t, "query", db, "SELECT count(*) AS n FROM dp_ledger WHERE kind = 'charge'; SELECT count(*) AS n FROM sqlite_schema WHERE name = 'rel'", "-f", "csv"); out != "n\n0\n\nn\n0\n" {
 		t.Errorf("after the interrupt: %q, want no charge and no table", out)
 	}
 }

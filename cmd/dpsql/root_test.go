@@ -182,7 +182,7 @@ func TestBudgetNotFromConfig(t *testing.T) {
 	cfg = writeFile(t, "cfg.yaml", "scope: fromfile\n")
 	t.Setenv("DPSQL_MU", "5")
 	r = run(t, "", "init", db, "--config", cfg)
-	if want := "dpsql: init: no budget given: use --mu MU (e.g. --mu 1) or --epsilon E --delta D (DPSQL_MU is ignored: budgets come only from the command line)\n"; r.code != 2 || r.stderr != want {
+	if want := "dpsql: init: no budget given: use --mu MU (e.g. --mu 1) or --epsilon E --delta D (or --file-mu MU to cap the file's total) (DPSQL_MU is ignored: budgets come only from the command line)\n"; r.code != 2 || r.stderr != want {
 		t.Fatalf("DPSQL_MU: exit %d, stderr %q; want 2, %q", r.code, r.stderr, want)
 	}
 	out := mustRun(t, "init", db, "--config", cfg, "--mu", "1")

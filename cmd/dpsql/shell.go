@@ -308,7 +308,7 @@ func (sh *shell) dot(ctx context.Context, line string) (quit bool) {
 		}
 		err = printAudit(ctx, sh.s.conn, p, "", n)
 	case ".verify":
-		err = verifyLedger(ctx, sh.s.conn, sh.out)
+		err = verifyLedger(ctx, sh.s.conn, sh.out, nil)
 	case ".scope":
 		switch len(args) {
 		case 0:

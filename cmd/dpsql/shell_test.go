@@ -49,8 +49,8 @@ SELECT 'not reached';
 		"after_errors\nstill running\n",
 		"scope,mu_budget,",                               // .budget in csv
 		"other,2,1.5,",                                   // the charge went to scope other
-		"id,at,scope,mechanism,mu,params,query,hash\n1,", // .audit 1
-		"ledger OK: 1 rows, chain intact",
+		"id,at,scope,mechanism,mu,params,query,hash\n3,", // .audit 1: the charge after two budget events
+		"ledger OK: 3 rows, chain intact (charges: 1, budget events: 2)",
 		".scope [NAME]", // .help
 	} {
 		if !strings.Contains(r.stdout, want) {

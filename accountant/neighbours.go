@@ -1,0 +1,59 @@
+package accountant
+
+import (
+	"errors"
+	"fmt"
+)
+
+// One neighbour relation per scope. A scope's budget holds for the relation
+// it was created with (Budget.Neighbours): add/remove (one person's row added
+// or removed, the default) or replace-one (one person's row replaced by
+// another's; the number of rows is public). An entry is accounted in its
+// scope's relation:
+//   - in an add/remove scope, add/remove entries count as stated and
+//     replace-one entries are refused: a per-row release reveals n and has
+//     no add/remove guarantee at all;
+//   - in a replace-one scope, replace-one entries count as stated and
+//     add/remove entries are converted by group privacy (Dong, Roth, Su,
+//     "Gaussian Differential Privacy", arXiv:1905.02383, Theorem 2.14): a
+//     Gaussian or external spend of mu costs 2 mu, Laplace noise of epsilon
+//     costs 2 epsilon; a Poisson-subsampled Gaussian is accounted with the
+//     replace-one pair (1-q) N(0, sigma^2) + q N(1, sigma^2) versus
+//     (1-q) N(0, sigma^2) + q N(-1, sigma^2) at unit sensitivity
+//     (pld.SubsampledGaussianReplaceOne), since under sampling a replacement
+//     is not two composed add/remove steps. Any other kind is refused.
+
+// ErrNeighbours reports an entry whose neighbour relation its scope cannot
+// account.
+var ErrNeighbours = errors.New("wrong neighbour relation for this scope")
+
+// inScope returns m as it is accounted in a scope of relation rel.
+func inScope(scope, rel string, m Mechanism) (Mechanism, error) {
+	mrel := m.Neighbours
+	if mrel == "" {
+		mrel = AddRemove
+	}
+	if rel == "" {
+		rel = AddRemove
+	}
+	switch {
+	case mrel == rel:
+		return m, nil
+	case rel == AddRemove:
+		return Mechanism{}, fmt.Errorf("%w: scope %q protects add/remove neighbours (one person's row added or removed), but this %s release is private only for replace-one neighbours (one row replaced by another, the number of rows public), so it has no guarantee in this scope and nothing was charged; charge it in a replace-one scope: SELECT dp_init(1.0, 1e-5, 'rows', 'replace_one'), then dp_use_scope('rows') (or dpsql init DB --scope rows --mu 1 --neighbours replace_one)",
+			ErrNeighbours, scope, m.Kind)
+	}
+	// An add/remove entry in a replace-one scope.
+	c := m
+	c.Neighbours = ReplaceOne
+	switch m.Kind {
+	case KindGaussian, KindExternal:
+		return Mechanism{Kind: m.Kind, Mu: 2 * m.GDPMu(), Neighbours: ReplaceOne}, nil
+	case KindLaplace:
+		c.Epsilon, c.Sensitivity = 2*m.Epsilon, 2*m.Sensitivity
+		return c, nil
+	case KindSubsampledGaussian:
+		return c, nil
+	}
+	return Mechanism{}, fmt.Errorf("%w: scope %q protects replace-one neighbours and a %s entry has no replace-one accounting; charge it in an add/remove scope", ErrNeighbours, scope, m.Kind)
+}

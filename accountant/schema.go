@@ -1,0 +1,350 @@
+package accountant
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// SchemaVersion is the ledger schema this code writes, kept in the file's
+// PRAGMA user_version. Version 0 (user_version 0 with a dp_ledger table) is the
+// first release's schema: dp_ledger without kind and form, budgets only in
+// dp_budget. Version 1 records every budget as an event in the hash chain and
+// each scope's neighbour relation. [Init] and [Ledger.Charge] upgrade a
+// version-0 file in place (see migrate.go); reading and [Verify] accept both.
+const SchemaVersion = 1
+
+// Schema is the ledger's SQL (version [SchemaVersion]), created by [Init] in
+// the protected database file. dp_ledger is append-only (triggers reject
+// UPDATE and DELETE) and hash-chained; it holds every event: charges
+// (kind 'charge') and budget creations (kind 'budget'). dp_budget and
+// dp_scope_state are derived from dp_ledger, for SQL readers: the charge path
+// never reads them, and [Verify] recomputes and compares them.
+var Schema = `
+CREATE TABLE IF NOT EXISTS dp_budget (
+  scope          TEXT PRIMARY KEY,
+  mu_budget      REAL NOT NULL CHECK (mu_budget > 0),
+  delta          REAL NOT NULL CHECK (delta > 0 AND delta < 1),
+  created_at     TEXT NOT NULL,
+  epsilon_budget REAL CHECK (epsilon_budget IS NULL OR epsilon_budget > 0),
+  neighbours     TEXT NOT NULL DEFAULT 'add_remove'
+);
+CREATE TABLE IF NOT EXISTS dp_ledger (
+  id        INTEGER PRIMARY KEY,
+  at        TEXT NOT NULL,
+  scope     TEXT NOT NULL REFERENCES dp_budget(scope),
+  mechanism TEXT NOT NULL,
+  mu        REAL NOT NULL,
+  params    TEXT NOT NULL,
+  query     TEXT,
+  prev_hash TEXT NOT NULL,
+  hash      TEXT NOT NULL,
+  kind      TEXT NOT NULL DEFAULT 'charge',
+  form      INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS dp_ledger_scope ON dp_ledger(scope, id);
+CREATE TABLE IF NOT EXISTS dp_scope_state ` + scopeStateColumns + `;
+` + triggersSQL + statusViewSQL
+
+// scopeStateColumns defines dp_scope_state (also used by the upgrade).
+const scopeStateColumns = `(
+  scope            TEXT PRIMARY KEY,
+  through_id       INTEGER NOT NULL,
+  mu_spent         REAL NOT NULL,
+  mu_remaining     REAL NOT NULL,
+  epsilon_spent    REAL NOT NULL,
+  epsilon_rigorous REAL,
+  pld              BLOB
+)`
+
+// protectingTriggers are the triggers that keep dp_ledger append-only and
+// dp_budget unchanged; [Verify] checks that each exists exactly as created.
+var protectingTriggers = []struct{ name, body string }{
+	{"dp_ledger_no_update", "BEFORE UPDATE ON dp_ledger\nBEGIN SELECT RAISE(ABORT, 'dp_ledger is append-only: rows cannot be updated'); END"},
+	{"dp_ledger_no_delete", "BEFORE DELETE ON dp_ledger\nBEGIN SELECT RAISE(ABORT, 'dp_ledger is append-only: rows cannot be deleted'); END"},
+	{"dp_budget_no_update", "BEFORE UPDATE ON dp_budget\nBEGIN SELECT RAISE(ABORT, 'dp_budget rows cannot be changed: create a new scope instead'); END"},
+	{"dp_budget_no_delete", "BEFORE DELETE ON dp_budget\nBEGIN SELECT RAISE(ABORT, 'dp_budget rows cannot be deleted'); END"},
+}
+
+var triggersSQL = func() string {
+	var b strings.Builder
+	for _, t := range protectingTriggers {
+		fmt.Fprintf(&b, "CREATE TRIGGER IF NOT EXISTS %s %s;\n", t.name, t.body)
+	}
+	return b.String()
+}()
+
+// FileScope names the whole file: its row of dp_budget_status is the total
+// over every scope (they all protect the same people), and a budget created
+// for it (dp_init(mu, delta, '*'), dpsql init --file-mu) caps that total:
+// every charge must then pass both its scope's budget and the cap.
+const FileScope = "*"
+
+// statusViewSQL is dp_budget_status, derived for SQL readers; "entries"
+// counts charges only; "guarantee" is 'mu-GDP' while a scope holds only
+// Gaussian entries and '(epsilon, delta)' once it holds others: then its
+// guarantee is (epsilon_budget, delta), not a mu-GDP curve, and mu_budget is
+// only the way the budget was written. Its row for FileScope has a NULL mu_budget and
+// mu_remaining when the file has no cap, and is reported at the cap's delta
+// (else the smallest scope delta) in the cap's relation (else replace_one if
+// any scope is, so that every entry is converted soundly).
+const statusViewSQL = `CREATE VIEW IF NOT EXISTS dp_budget_status AS
+SELECT b.scope AS scope,
+       b.mu_budget AS mu_budget,
+       coalesce(s.mu_spent, 0) AS mu_spent,
+       coalesce(s.mu_remaining, b.mu_budget) AS mu_remaining,
+       coalesce(s.epsilon_spent, 0) AS epsilon_spent,
+       b.delta AS delta,
+       b.epsilon_budget AS epsilon_budget,
+       s.epsilon_rigorous AS epsilon_rigorous,
+       (SELECT count(*) FROM dp_ledger l WHERE l.scope = b.scope AND l.kind = 'charge') AS entries,
+       b.neighbours AS neighbours,
+       CASE WHEN s.epsilon_rigorous IS NULL THEN 'mu-GDP' ELSE '(epsilon, delta)' END AS guarantee
+FROM dp_budget b LEFT JOIN dp_scope_state s ON s.scope = b.scope
+WHERE b.scope <> '*'
+UNION ALL
+SELECT '*',
+       c.mu_budget,
+       coalesce(s.mu_spent, 0),
+       CASE WHEN c.scope IS NULL THEN NULL ELSE coalesce(s.mu_remaining, c.mu_budget) END,
+       coalesce(s.epsilon_spent, 0),
+       coalesce(c.delta, (SELECT min(delta) FROM dp_budget WHERE scope <> '*')),
+       c.epsilon_budget,
+       s.epsilon_rigorous,
+       (SELECT count(*) FROM dp_ledger WHERE kind = 'charge'),
+       coalesce(c.neighbours, CASE WHEN EXISTS (SELECT 1 FROM dp_budget WHERE scope <> '*' AND neighbours = 'replace_one') THEN 'replace_one' ELSE 'add_remove' END),
+       CASE WHEN s.epsilon_rigorous IS NULL THEN 'mu-GDP' ELSE '(epsilon, delta)' END
+FROM (SELECT 1) LEFT JOIN dp_budget c ON c.scope = '*' LEFT JOIN dp_scope_state s ON s.scope = '*'
+WHERE EXISTS (SELECT 1 FROM dp_budget WHERE scope <> '*');
+`
+
+// Errors the ledger returns; test them with errors.Is.
+var (
+	ErrNoLedger      = errors.New("the database has no dpsql ledger: create one with `dpsql init DB --mu 1` or SELECT dp_init(1.0)")
+	ErrUnknownScope  = errors.New("unknown budget scope")
+	ErrBudget        = errors.New("privacy budget exceeded")
+	ErrChainBroken   = errors.New("ledger hash chain broken")
+	ErrWriteConflict = errors.New("the ledger could not be locked")
+)
+
+// tolerance allows for floating-point round-off in sums of squares when a
+// budget is spent exactly (e.g. 100 spends of 0.1 against a budget of 1).
+const tolerance = 1e-12
+
+// Budget is one scope's budget.
+type Budget struct {
+	Scope      string
+	Mu         float64 // GDP budget; always set
+	Delta      float64 // delta at which epsilon figures are reported and checked
+	Epsilon    float64 // set when the scope was created from (epsilon, delta)
+	Neighbours string  // the scope's neighbour relation: AddRemove ("" means AddRemove) or ReplaceOne
+}
+
+// neighbours returns the scope's relation, AddRemove when unset.
+func (b Budget) neighbours() string {
+	if b.Neighbours == "" {
+		return AddRemove
+	}
+	return b.Neighbours
+}
+
+// NewBudget builds an add/remove budget from either mu (epsilon == 0) or
+// (epsilon, delta); set Neighbours on the result for a replace-one scope.
+func NewBudget(scope string, mu, epsilon, delta float64) (Budget, error) {
+	if scope == "" {
+		return Budget{}, errors.New("scope name must not be empty")
+	}
+	if err := checkDelta(delta); err != nil {
+		return Budget{}, err
+	}
+	b := Budget{Scope: scope, Delta: delta}
+	switch {
+	case epsilon != 0 && mu != 0:
+		return b, errors.New("give either mu or epsilon for a budget, not both")
+	case epsilon != 0:
+		m, err := Mu(epsilon, delta)
+		if err != nil {
+			return b, err
+		}
+		b.Mu, b.Epsilon = m, epsilon
+	default:
+		if err := checkMu(mu); err != nil {
+			return b, fmt.Errorf("budget: %w", err)
+		}
+		b.Mu = mu
+	}
+	return b, nil
+}
+
+func (b Budget) validate() error {
+	if b.Scope == "" {
+		return errors.New("scope name must not be empty")
+	}
+	if !finitePos(b.Mu) {
+		return errors.New("budget: mu must be positive")
+	}
+	if err := checkDelta(b.Delta); err != nil {
+		return err
+	}
+	switch b.Neighbours {
+	case "", AddRemove, ReplaceOne:
+	default:
+		return fmt.Errorf("budget: unknown neighbours %q (want %q or %q)", b.Neighbours, AddRemove, ReplaceOne)
+	}
+	return nil
+}
+
+// budgetRecord is the params of a budget event in dp_ledger.
+type budgetRecord struct {
+	MuBudget      float64 `json:"mu_budget"`
+	Delta         float64 `json:"delta"`
+	EpsilonBudget float64 `json:"epsilon_budget,omitempty"`
+	Neighbours    string  `json:"neighbours"`
+	// Migrated marks a budget copied from dp_budget when a version-0 file was
+	// upgraded (such budgets were not chain events when they were created).
+	Migrated  bool   `json:"migrated,omitempty"`
+	CreatedAt string `json:"created_at,omitempty"` // of a migrated budget
+}
+
+func (r budgetRecord) budget(scope string) Budget {
+	return Budget{Scope: scope, Mu: r.MuBudget, Delta: r.Delta, Epsilon: r.EpsilonBudget, Neighbours: r.Neighbours}
+}
+
+func recordOf(b Budget) budgetRecord {
+	return budgetRecord{MuBudget: b.Mu, Delta: b.Delta, EpsilonBudget: b.Epsilon, Neighbours: b.neighbours()}
+}
+
+// ledgerConn is what writing the ledger needs: a *sql.Conn or *sql.Tx.
+type ledgerConn interface {
+	Queryer
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Init creates the ledger schema (if absent; a version-0 ledger is upgraded)
+// and the budget scope b, recorded as a budget event in the hash chain and in
+// dp_budget. Creating a scope that already exists is an error.
+func Init(ctx context.Context, db *sql.DB, b Budget) error {
+	if err := b.validate(); err != nil {
+		return err
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `PRAGMA journal_mode = WAL`); err != nil {
+		return fmt.Errorf("creating the ledger schema: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		return fmt.Errorf("creating scope %q: %w", b.Scope, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
+		}
+	}()
+	if err := ensureSchema(ctx, conn, true); err != nil {
+		return err
+	}
+	if err := createScope(ctx, conn, b); err != nil {
+		return err
+	}
+	// A new scope or cap can change the relation or budget of the file's
+	// total: its derived row is rewritten from the chain.
+	rows, err := ReadLedger(ctx, conn)
+	if err != nil {
+		return err
+	}
+	fs, err := computeState(rows, nil)
+	if err != nil {
+		return fmt.Errorf("creating scope %q: the ledger cannot be accounted: %w", b.Scope, err)
+	}
+	if err := writeStates(ctx, conn, fs, FileScope); err != nil {
+		return fmt.Errorf("creating scope %q: %w", b.Scope, err)
+	}
+	if _, err := conn.ExecContext(ctx, `COMMIT`); err != nil {
+		return fmt.Errorf("creating scope %q: %w", b.Scope, err)
+	}
+	done = true
+	return nil
+}
+
+// createScope inserts b into dp_budget and appends its budget event.
+func createScope(ctx context.Context, x ledgerConn, b Budget) error {
+	var eps any
+	if b.Epsilon > 0 {
+		eps = b.Epsilon
+	}
+	at := now()
+	_, err := x.ExecContext(ctx, `INSERT INTO dp_budget(scope, mu_budget, delta, created_at, epsilon_budget, neighbours) VALUES (?, ?, ?, ?, ?, ?)`,
+		b.Scope, b.Mu, b.Delta, at, eps, b.neighbours())
+	if err != nil {
+		if strings.Contains(err.Error(), "UNIQUE") {
+			return fmt.Errorf("scope %q already has a budget; budgets cannot be changed, create a new scope", b.Scope)
+		}
+		return fmt.Errorf("creating scope %q: %w", b.Scope, err)
+	}
+	p, err := json.Marshal(recordOf(b))
+	if err != nil {
+		return err
+	}
+	_, err = appendRow(ctx, x, Row{At: at, Kind: EventBudget, Scope: b.Scope, Mechanism: EventBudget, Mu: b.Mu, Params: string(p)})
+	return err
+}
+
+// ensureSchema brings the file's ledger to SchemaVersion: creates it when
+// create is set and there is none, upgrades a version-0 ledger, and refuses a
+// newer one. Run it inside a write transaction.
+func ensureSchema(ctx context.Context, x ledgerConn, create bool) error {
+	v, has, err := schemaVersion(ctx, x)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !has && !create:
+		return ErrNoLedger
+	case !has:
+		if _, err := x.ExecContext(ctx, Schema); err != nil {
+			return fmt.Errorf("creating the ledger schema: %w", err)
+		}
+		_, err = x.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, SchemaVersion))
+		return err
+	case v == 0:
+		return migrateV0(ctx, x)
+	case v > SchemaVersion:
+		return fmt.Errorf("the ledger has schema version %d, newer than this dpsql's %d: use a newer dpsql", v, SchemaVersion)
+	}
+	// The view is derived: bring it up to date if it is not.
+	var got string
+	if err := x.QueryRowContext(ctx, `SELECT coalesce((SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'dp_budget_status'), '')`).Scan(&got); err != nil {
+		return err
+	}
+	if want := strings.Replace(strings.TrimSuffix(strings.TrimSpace(statusViewSQL), ";"), "CREATE VIEW IF NOT EXISTS", "CREATE VIEW", 1); got != want {
+		if _, err := x.ExecContext(ctx, `DROP VIEW IF EXISTS dp_budget_status`); err != nil {
+			return err
+		}
+		if _, err := x.ExecContext(ctx, statusViewSQL); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// schemaVersion returns the file's user_version and whether it has a ledger.
+func schemaVersion(ctx context.Context, q Queryer) (int, bool, error) {
+	var v, n int
+	if err := q.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+		return 0, false, err
+	}
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'dp_ledger'`).Scan(&n); err != nil {
+		return 0, false, err
+	}
+	return v, n > 0, nil
+}
+
+func now() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000000Z") }

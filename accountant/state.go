@@ -1,0 +1,385 @@
+package accountant
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sync"
+)
+
+// What the chain says, computed by this process. A charge never relies on a
+// composition it did not compute: dp_budget and dp_scope_state are written
+// for SQL readers and compared by Verify, but never read to decide. The last
+// state is kept in memory keyed by the chain's head (id and hash of its last
+// row); when the head moved (another process charged, or a row was edited in
+// place, which changes the hash), the state is recomputed from dp_ledger,
+// after checking the whole chain.
+
+// scopeState is one scope as the chain says: its budget and what its charges
+// add up to.
+type scopeState struct {
+	budget  Budget
+	spend   scopeSpend
+	entries int64 // charges
+	lastID  int64 // id of the last charge (0: none)
+}
+
+// fileState is every scope of a file at one head of its chain, and the total
+// over all of them (FileScope).
+type fileState struct {
+	head   Head
+	scopes map[string]*scopeState
+	total  *scopeState // budget: the file's cap, or Mu = +Inf without one
+	capped bool
+
+	roomMu sync.Mutex
+	room   map[string]float64 // gaussianRoom, memoised at this head
+}
+
+// gaussianRoom returns the largest mu one more add/remove Gaussian call
+// charged to scope, whose sampler is within tv in total variation of its
+// ideal law, can spend: the largest that passes the scope's and the file's
+// checks exactly as Charge makes them (FileScope: the file's only).
+func (f *fileState) gaussianRoom(scope string, tv float64) float64 {
+	key := fmt.Sprintf("%s\x00%g", scope, tv)
+	f.roomMu.Lock()
+	if r, ok := f.room[key]; ok {
+		f.roomMu.Unlock()
+		return r
+	}
+	f.roomMu.Unlock()
+	sc, err := f.scope(scope)
+	if err != nil {
+		return 0
+	}
+	check := func(s *scopeState, name string, mu float64) bool {
+		a, err := inScope(name, s.budget.Neighbours, Mechanism{Kind: KindGaussian, Mu: mu})
+		if err != nil {
+			return false
+		}
+		_, err = decide(s.budget, s.spend, a, tv)
+		return err == nil
+	}
+	fits := func(mu float64) bool {
+		return (scope == FileScope || check(sc, scope, mu)) && (!f.capped || check(f.total, FileScope, mu))
+	}
+	upper := sc.budget.Mu // a Gaussian of mu costs at least mu in any scope
+	if math.IsInf(upper, 1) {
+		upper = 0 // the total without a cap: no limit of its own
+		for _, s := range f.scopes {
+			upper = math.Max(upper, s.budget.Mu)
+		}
+	}
+	// The GDP figure first: exact while everything is Gaussian (and tried,
+	// never trusted: it must pass the checks).
+	var r float64
+	precision := 1e-3
+	if sc.spend.nonGaussian == 0 {
+		precision = 1e-12 // exact GDP checks are cheap
+		r = math.Sqrt(math.Max(upper*upper-sc.spend.sumSq, 0))
+		if sc.budget.neighbours() == ReplaceOne {
+			r /= 2
+		}
+		upper = r
+	}
+	if !(r > 0 && fits(r)) {
+		r = maxGaussian(upper, precision, fits)
+	}
+	f.roomMu.Lock()
+	if f.room == nil {
+		f.room = map[string]float64{}
+	}
+	f.room[key] = r
+	f.roomMu.Unlock()
+	return r
+}
+
+// scope returns the state of a scope (the total for FileScope), or the
+// unknown-scope error.
+func (f *fileState) scope(name string) (*scopeState, error) {
+	if name == FileScope {
+		return f.total, nil
+	}
+	if s, ok := f.scopes[name]; ok {
+		return s, nil
+	}
+	return nil, unknownScope(name)
+}
+
+func unknownScope(scope string) error {
+	return fmt.Errorf("%w %q: create it with `dpsql init DB --scope %s --mu 1` or SELECT dp_init(1.0, 1e-5, '%s')", ErrUnknownScope, scope, scope, scope)
+}
+
+// after returns the state once the charge row, accepted as c in its scope and
+// as total in the file's total, follows f.
+func (f *fileState) after(c, total checked, row Row) *fileState {
+	n := &fileState{head: Head{ID: row.ID, Hash: row.Hash}, scopes: make(map[string]*scopeState, len(f.scopes)), capped: f.capped}
+	for k, v := range f.scopes {
+		n.scopes[k] = v
+	}
+	n.scopes[row.Scope] = f.scopes[row.Scope].with(c, row.ID)
+	n.total = f.total.with(total, row.ID)
+	return n
+}
+
+// with returns s after the entry accepted as c, in row id.
+func (s *scopeState) with(c checked, id int64) *scopeState {
+	n := *s
+	n.spend.sumSq += c.newMu * c.newMu
+	if !c.mechanism.IsGaussian() {
+		n.spend.nonGaussian++
+	}
+	n.spend.comp = c.comp
+	n.spend.noiseTV += c.noiseTV
+	n.entries++
+	n.lastID = id
+	return &n
+}
+
+// computeState accounts checked rows (see checkChain). Budgets come from the
+// chain's budget events; legacy holds dp_budget's budgets for a version-0
+// file, which has none.
+func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
+	f := &fileState{head: Head{Hash: GenesisHash}, scopes: map[string]*scopeState{}}
+	for s, b := range legacy {
+		f.scopes[s] = &scopeState{budget: b}
+	}
+	var cap *Budget
+	type entry struct {
+		scope string
+		id    int64
+		m     Mechanism
+		tv    float64
+	}
+	var all []entry
+	charges := map[string][]Mechanism{}
+	tvs := map[string]float64{}
+	lastRow := map[string]int64{}
+	for _, r := range rows {
+		f.head = Head{ID: r.ID, Hash: r.Hash}
+		switch r.kind() {
+		case EventBudget:
+			b, err := parseBudgetEvent(r)
+			if err != nil {
+				return nil, err
+			}
+			if r.Scope == FileScope {
+				cap = &b
+				continue
+			}
+			s := f.scopes[r.Scope]
+			if s == nil {
+				s = &scopeState{}
+				f.scopes[r.Scope] = s
+			}
+			s.budget = b
+		case EventCharge:
+			m, err := ParseMechanism([]byte(r.Params))
+			if err != nil {
+				return nil, fmt.Errorf("ledger row %d cannot be accounted (%v): refusing to charge until the ledger is repaired", r.ID, err)
+			}
+			if r.Scope == FileScope {
+				return nil, fmt.Errorf("ledger row %d charges the file's total %q directly", r.ID, FileScope)
+			}
+			var rec struct {
+				NoiseTV *float64 `json:"noise_tv"`
+			}
+			_ = json.Unmarshal([]byte(r.Params), &rec) // ParseMechanism read it already
+			tv := 0.0
+			if rec.NoiseTV != nil && legacy == nil { // version-0 checks did not pay it
+				if tv = *rec.NoiseTV; !(tv >= 0) || math.IsInf(tv, 1) {
+					return nil, fmt.Errorf("ledger row %d: noise_tv %v cannot be accounted", r.ID, tv)
+				}
+			}
+			if f.scopes[r.Scope] == nil {
+				f.scopes[r.Scope] = &scopeState{}
+			}
+			charges[r.Scope] = append(charges[r.Scope], m)
+			tvs[r.Scope] += tv
+			lastRow[r.Scope] = r.ID
+			all = append(all, entry{r.Scope, r.ID, m, tv})
+		default:
+			return nil, fmt.Errorf("ledger row %d: unknown event kind %q", r.ID, r.Kind)
+		}
+	}
+	for name, s := range f.scopes {
+		if s.budget.Scope == "" {
+			return nil, fmt.Errorf("ledger row %d charges scope %q, which has no budget in the chain", lastRow[name], name)
+		}
+		if legacy != nil {
+			// As the upgrade will record it (migrate.go): a version-0
+			// scope holding a replace-one entry is a replace-one scope.
+			for _, m := range charges[name] {
+				if m.Neighbours == ReplaceOne {
+					s.budget.Neighbours = ReplaceOne
+				}
+			}
+		}
+		if err := s.account(name, charges[name]); err != nil {
+			return nil, err
+		}
+		s.spend.noiseTV = tvs[name]
+		s.lastID = lastRow[name]
+	}
+	// The total composes every charge of the file, in the cap's relation
+	// (else replace_one if any scope is, else add_remove).
+	f.total = &scopeState{budget: Budget{Scope: FileScope, Mu: math.Inf(1), Delta: 1e-5, Neighbours: AddRemove}}
+	if cap != nil {
+		f.total.budget, f.capped = *cap, true
+	} else {
+		first := true
+		for _, s := range f.scopes {
+			if first || s.budget.Delta < f.total.budget.Delta {
+				f.total.budget.Delta, first = s.budget.Delta, false
+			}
+			if s.budget.neighbours() == ReplaceOne {
+				f.total.budget.Neighbours = ReplaceOne
+			}
+		}
+	}
+	ms := make([]Mechanism, len(all))
+	for i, e := range all {
+		ms[i] = e.m
+		f.total.lastID = e.id
+		f.total.spend.noiseTV += e.tv
+	}
+	if err := f.total.account(FileScope, ms); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// account sets s's spend and entries from its charges ms, in id order,
+// each converted to the scope's relation.
+func (s *scopeState) account(name string, ms []Mechanism) error {
+	acc := make([]Mechanism, len(ms))
+	for i, m := range ms {
+		a, err := inScope(name, s.budget.Neighbours, m)
+		if err != nil {
+			return fmt.Errorf("scope %q cannot be accounted: %w", name, err)
+		}
+		mu := a.GDPMu()
+		s.spend.sumSq += mu * mu
+		if !a.IsGaussian() {
+			s.spend.nonGaussian++
+		}
+		acc[i] = a
+	}
+	s.entries = int64(len(acc))
+	c, err := rigComposeAll(acc)
+	if err != nil {
+		return fmt.Errorf("scope %q cannot be accounted: %w", name, err)
+	}
+	if s.spend.comp, err = (Composition{c: *c}).folded(); err != nil {
+		return fmt.Errorf("scope %q cannot be accounted: %w", name, err)
+	}
+	return nil
+}
+
+// status returns the scope's figures as dp_budget_status shows them.
+func (s *scopeState) status(name string) (Status, error) {
+	b := s.budget
+	st := Status{Scope: name, MuBudget: b.Mu, Delta: b.Delta, Entries: s.entries, MuRemaining: b.Mu, Neighbours: b.neighbours()}
+	if b.Epsilon > 0 {
+		st.EpsilonBudget.Float64, st.EpsilonBudget.Valid = b.Epsilon, true
+	}
+	if s.entries == 0 {
+		return st, nil
+	}
+	st.MuSpent = math.Sqrt(s.spend.sumSq)
+	st.MuRemaining = math.Sqrt(math.Max(b.Mu*b.Mu-st.MuSpent*st.MuSpent, 0))
+	if math.IsInf(b.Mu, 1) {
+		st.MuRemaining = b.Mu
+	}
+	if st.EpsilonSpent = math.Inf(1); !math.IsInf(st.MuSpent, 1) {
+		st.EpsilonSpent, _ = Epsilon(st.MuSpent, b.Delta)
+	}
+	if s.spend.nonGaussian > 0 {
+		// As the budget check computes it (see decide).
+		e, err := certifiedEpsilon(s.spend.comp, b.Delta, s.spend.noiseTV)
+		if err != nil {
+			return st, fmt.Errorf("scope %q cannot be accounted: %w", name, err)
+		}
+		st.EpsilonRigorous.Float64, st.EpsilonRigorous.Valid = e, true
+	}
+	return st, nil
+}
+
+// state returns the file's state at the head of q's chain: the memo if the
+// head has not moved, else recomputed from the whole (checked) chain. q is the
+// charge's transaction, or any reader.
+func (l *Ledger) state(ctx context.Context, q Queryer) (*fileState, error) {
+	v, has, err := schemaVersion(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if !has {
+		return nil, ErrNoLedger
+	}
+	head, err := readHead(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	l.memoMu.Lock()
+	memo := l.memo
+	l.memoMu.Unlock()
+	if memo != nil && memo.head == head {
+		return memo, nil
+	}
+	rows, err := ReadLedger(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := checkChain(rows); err != nil {
+		return nil, fmt.Errorf("refusing to account a ledger whose chain does not verify (run `dpsql audit verify`): %w", err)
+	}
+	if memo != nil && !containsHead(rows, memo.head) {
+		return nil, fmt.Errorf("%w: row %s, which this process saw, is no longer in the chain (rows were removed or rewritten); refusing to account", ErrChainBroken, memo.head)
+	}
+	var legacy map[string]Budget
+	if v == 0 {
+		if legacy, err = tableBudgets(ctx, q); err != nil {
+			return nil, err
+		}
+	}
+	st, err := computeState(rows, legacy)
+	if err != nil {
+		return nil, err
+	}
+	l.remember(st)
+	return st, nil
+}
+
+func (l *Ledger) remember(st *fileState) {
+	l.memoMu.Lock()
+	l.memo = st
+	l.memoMu.Unlock()
+}
+
+// tableBudgets reads dp_budget (derived from the chain since schema version
+// 1; the only record of budgets in a version-0 file).
+func tableBudgets(ctx context.Context, q Queryer) (map[string]Budget, error) {
+	v, _, err := schemaVersion(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	nb := `'add_remove'`
+	if v >= 1 {
+		nb = `neighbours`
+	}
+	rows, err := q.QueryContext(ctx, `SELECT scope, mu_budget, delta, coalesce(epsilon_budget, 0), `+nb+` FROM dp_budget`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]Budget{}
+	for rows.Next() {
+		var b Budget
+		if err := rows.Scan(&b.Scope, &b.Mu, &b.Delta, &b.Epsilon, &b.Neighbours); err != nil {
+			return nil, err
+		}
+		out[b.Scope] = b
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,96 @@
+package accountant
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Status is one row of dp_budget_status. The row of FileScope is the total
+// over every scope of the file; its MuBudget and MuRemaining are +Inf when
+// the file has no cap.
+type Status struct {
+	Scope           string
+	MuBudget        float64
+	MuSpent         float64
+	MuRemaining     float64
+	EpsilonSpent    float64
+	Delta           float64
+	EpsilonBudget   sql.NullFloat64
+	EpsilonRigorous sql.NullFloat64
+	Entries         int64  // charges
+	Neighbours      string // the scope's neighbour relation, AddRemove or ReplaceOne
+}
+
+// Guarantee names what the scope's budget guarantees now: "mu-GDP" while it
+// holds only Gaussian entries, "(epsilon, delta)" once it holds others (then
+// (EpsilonBudget or the epsilon of MuBudget at Delta, Delta)-DP, not a mu
+// curve).
+func (s Status) Guarantee() string {
+	if s.EpsilonRigorous.Valid {
+		return "(epsilon, delta)"
+	}
+	return "mu-GDP"
+}
+
+func orInf(x sql.NullFloat64) float64 {
+	if x.Valid {
+		return x.Float64
+	}
+	return math.Inf(1)
+}
+
+// ReadStatus reads a scope's row of dp_budget_status (all scopes when scope is "").
+func ReadStatus(ctx context.Context, db Queryer, scope string) (Status, error) {
+	sts, err := ReadStatuses(ctx, db, scope)
+	if err != nil {
+		return Status{}, err
+	}
+	if len(sts) == 0 {
+		return Status{}, fmt.Errorf("%w %q", ErrUnknownScope, scope)
+	}
+	return sts[0], nil
+}
+
+// ReadStatuses reads dp_budget_status, one scope or all (scope == "").
+func ReadStatuses(ctx context.Context, db Queryer, scope string) ([]Status, error) {
+	v, has, err := schemaVersion(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	if !has {
+		return nil, ErrNoLedger
+	}
+	nb := `'add_remove'`
+	if v >= 1 {
+		nb = `neighbours`
+	}
+	q := `SELECT scope, mu_budget, mu_spent, mu_remaining, epsilon_spent, delta, epsilon_budget, epsilon_rigorous, entries, ` + nb + ` FROM dp_budget_status`
+	var args []any
+	if scope != "" {
+		q += ` WHERE scope = ?`
+		args = append(args, scope)
+	}
+	rows, err := db.QueryContext(ctx, q+` ORDER BY scope = '*', scope`, args...) // the file's total last
+	if err != nil {
+		if strings.Contains(err.Error(), "no such table") {
+			return nil, ErrNoLedger
+		}
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Status
+	for rows.Next() {
+		var s Status
+		var budget, remaining sql.NullFloat64
+		if err := rows.Scan(&s.Scope, &budget, &s.MuSpent, &remaining, &s.EpsilonSpent, &s.Delta, &s.EpsilonBudget, &s.EpsilonRigorous, &s.Entries, &s.Neighbours); err != nil {
+			return nil, err
+		}
+		// NULL: the file's total without a cap.
+		s.MuBudget, s.MuRemaining = orInf(budget), orInf(remaining)
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}

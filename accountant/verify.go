@@ -1,0 +1,255 @@
+package accountant
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// ErrMismatch reports that what the file says (its protecting triggers,
+// dp_budget, dp_scope_state) differs from what its chain says.
+var ErrMismatch = errors.New("the ledger's tables do not match its chain")
+
+// Report is what VerifyAt checked.
+type Report struct {
+	Rows    int  // rows of every kind whose hash and link were checked
+	Charges int  // charge events
+	Budgets int  // budget events
+	Scopes  int  // scopes whose status was recomputed and compared
+	Head    Head // the head of the chain
+}
+
+// Verify checks the ledger (see VerifyAt) and returns the number of rows
+// checked, or the number of good rows before the first bad one.
+func Verify(ctx context.Context, db Queryer) (int, error) {
+	r, err := VerifyAt(ctx, db, nil)
+	return r.Rows, err
+}
+
+// VerifyAt checks the file's ledger, failing at the first problem:
+//   - every row's hash and link to the previous row, and that its mu matches
+//     its content (errors wrap ErrChainBroken);
+//   - if want is not nil, that the chain still contains that exact row (an
+//     auditor's kept head: a deleted or rewritten tail fails);
+//   - that the triggers protecting dp_ledger and dp_budget exist as created;
+//   - that dp_budget matches the chain's budget events (schema version 1);
+//   - that each scope's figures in dp_scope_state match those recomputed from
+//     the chain.
+//
+// The last three wrap ErrMismatch.
+func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
+	var rep Report
+	v, has, err := schemaVersion(ctx, db)
+	if err != nil {
+		return rep, err
+	}
+	if !has {
+		return rep, ErrNoLedger
+	}
+	rows, err := ReadLedger(ctx, db)
+	if err != nil {
+		return rep, err
+	}
+	if rep.Rows, err = checkChain(rows); err != nil {
+		return rep, err
+	}
+	rep.Head = Head{Hash: GenesisHash}
+	for _, r := range rows {
+		rep.Head = Head{ID: r.ID, Hash: r.Hash}
+		if r.kind() == EventBudget {
+			rep.Budgets++
+		} else {
+			rep.Charges++
+		}
+	}
+	if want != nil && !containsHead(rows, *want) {
+		return rep, fmt.Errorf("%w: the chain does not contain the kept head %s (its head is %s): rows were removed or rewritten since that head was taken", ErrChainBroken, want, rep.Head)
+	}
+	if err := verifyTriggers(ctx, db); err != nil {
+		return rep, err
+	}
+	tb, err := tableBudgets(ctx, db)
+	if err != nil {
+		return rep, err
+	}
+	var legacy map[string]Budget
+	if v == 0 {
+		legacy = tb
+	}
+	fs, err := computeState(rows, legacy)
+	if err != nil {
+		return rep, err
+	}
+	if v >= 1 {
+		if err := compareBudgets(fs, tb); err != nil {
+			return rep, err
+		}
+	}
+	if rep.Scopes, err = compareStates(ctx, db, fs, v >= 1); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+func verifyTriggers(ctx context.Context, db Queryer) error {
+	for _, t := range protectingTriggers {
+		var got string
+		err := db.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?`, t.name).Scan(&got)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: trigger %s is missing (it was dropped: the tables it protects may have been edited)", ErrMismatch, t.name)
+		}
+		if err != nil {
+			return err
+		}
+		if got != "CREATE TRIGGER "+t.name+" "+t.body {
+			return fmt.Errorf("%w: trigger %s was replaced: %q", ErrMismatch, t.name, got)
+		}
+	}
+	return nil
+}
+
+func compareBudgets(fs *fileState, table map[string]Budget) error {
+	for _, name := range sortedScopes(fs) {
+		want := fs.scopes[name].budget
+		got, ok := table[name]
+		if !ok {
+			return fmt.Errorf("%w: scope %q has a budget event but no dp_budget row", ErrMismatch, name)
+		}
+		if got.Mu != want.Mu || got.Delta != want.Delta || got.Epsilon != want.Epsilon || got.neighbours() != want.neighbours() {
+			return fmt.Errorf("%w: dp_budget says scope %q has mu %g, delta %g, epsilon %g, %s; its budget event says mu %g, delta %g, epsilon %g, %s",
+				ErrMismatch, name, got.Mu, got.Delta, got.Epsilon, got.neighbours(), want.Mu, want.Delta, want.Epsilon, want.neighbours())
+		}
+	}
+	if cap, ok := table[FileScope]; ok != fs.capped {
+		return fmt.Errorf("%w: dp_budget and the chain disagree on whether the file's total is capped", ErrMismatch)
+	} else if ok {
+		want := fs.total.budget
+		if cap.Mu != want.Mu || cap.Delta != want.Delta || cap.Epsilon != want.Epsilon || cap.neighbours() != want.neighbours() {
+			return fmt.Errorf("%w: dp_budget says the file's cap is mu %g, delta %g, epsilon %g, %s; its budget event says mu %g, delta %g, epsilon %g, %s",
+				ErrMismatch, cap.Mu, cap.Delta, cap.Epsilon, cap.neighbours(), want.Mu, want.Delta, want.Epsilon, want.neighbours())
+		}
+	}
+	for name := range table {
+		if _, ok := fs.scopes[name]; !ok && name != FileScope {
+			return fmt.Errorf("%w: dp_budget has scope %q, which has no budget event in the chain", ErrMismatch, name)
+		}
+	}
+	return nil
+}
+
+// A recorded rigorous epsilon must not understate the recomputed one by more
+// than rigorousBelow (relative), nor exceed it by more than rigorousAbove:
+// the charging process may have extended a composition entry by entry (or,
+// in a file written before grouped composition, with a round-off bound that
+// grew per charge), Verify composes the grouped list, and the discretisations
+// differ slightly, the older ones upward.
+const (
+	rigorousBelow = 1e-6
+	rigorousAbove = 1e-3
+)
+
+// rigorousAgrees reports whether a recorded rigorous epsilon is within the
+// tolerances above of the recomputed one.
+func rigorousAgrees(got, want float64) bool {
+	if math.IsInf(got, 1) || math.IsInf(want, 1) {
+		return got == want
+	}
+	return got >= want*(1-rigorousBelow) && got <= want*(1+rigorousAbove)
+}
+
+func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal bool) (int, error) {
+	type recorded struct {
+		through                  int64
+		spent, remaining, epsGDP float64
+		rig                      sql.NullFloat64
+	}
+	rows, err := db.QueryContext(ctx, `SELECT scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous FROM dp_scope_state`)
+	if err != nil {
+		return 0, err
+	}
+	file := map[string]recorded{}
+	for rows.Next() {
+		var s string
+		var r recorded
+		if err := rows.Scan(&s, &r.through, &r.spent, &r.remaining, &r.epsGDP, &r.rig); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		file[s] = r
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	for s := range file {
+		if sc, err := fs.scope(s); err != nil || sc.entries == 0 {
+			return 0, fmt.Errorf("%w: dp_scope_state has figures for scope %q, which has no charges in the chain", ErrMismatch, s)
+		}
+	}
+	n := 0
+	names := sortedScopes(fs)
+	if withTotal { // a version-0 file has no total
+		names = append(names, FileScope)
+	}
+	for _, name := range names {
+		sc, _ := fs.scope(name)
+		if sc.entries == 0 {
+			continue
+		}
+		n++
+		got, ok := file[name]
+		if !ok {
+			return n, fmt.Errorf("%w: scope %q has %d charges in the chain but no dp_scope_state row", ErrMismatch, name, sc.entries)
+		}
+		want, err := sc.status(name)
+		if err != nil {
+			return n, err
+		}
+		bad := ""
+		switch {
+		case got.through != sc.lastID:
+			bad = fmt.Sprintf("through_id %d, but its last charge is row %d", got.through, sc.lastID)
+		case !close(got.spent, want.MuSpent, 1e-9):
+			bad = fmt.Sprintf("mu_spent %.17g, recomputed %.17g", got.spent, want.MuSpent)
+		case !close(got.remaining, want.MuRemaining, 1e-9):
+			bad = fmt.Sprintf("mu_remaining %.17g, recomputed %.17g", got.remaining, want.MuRemaining)
+		case !close(got.epsGDP, want.EpsilonSpent, 1e-9):
+			bad = fmt.Sprintf("epsilon_spent %.17g, recomputed %.17g", got.epsGDP, want.EpsilonSpent)
+		case got.rig.Valid != want.EpsilonRigorous.Valid:
+			bad = fmt.Sprintf("epsilon_rigorous %v, recomputed %v", nullable(got.rig), nullable(want.EpsilonRigorous))
+		case got.rig.Valid && !rigorousAgrees(got.rig.Float64, want.EpsilonRigorous.Float64):
+			bad = fmt.Sprintf("epsilon_rigorous %.17g, recomputed %.17g", got.rig.Float64, want.EpsilonRigorous.Float64)
+		}
+		if bad != "" {
+			return n, fmt.Errorf("%w: dp_scope_state of scope %q says %s", ErrMismatch, name, bad)
+		}
+	}
+	return n, nil
+}
+
+// close reports whether a and b agree to a relative tol (equal infinities agree).
+func close(a, b, tol float64) bool {
+	if a == b {
+		return true
+	}
+	return math.Abs(a-b) <= tol*math.Max(math.Abs(a), math.Abs(b))
+}
+
+func nullable(x sql.NullFloat64) any {
+	if !x.Valid {
+		return "NULL"
+	}
+	return x.Float64
+}
+
+func sortedScopes(fs *fileState) []string {
+	out := make([]string, 0, len(fs.scopes))
+	for s := range fs.scopes {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
