@@ -567,6 +567,9 @@ func Verify(ctx context.Context, db Queryer) (int, error) {
 		if err != nil {
 			return i, fmt.Errorf("row %d cannot be re-accounted: %w", r.ID, err)
 		}
+		if err := VerifyNoisePayload(m); err != nil {
+			return i, fmt.Errorf("row %d: %w", r.ID, err)
+		}
 		if mu := m.GDPMu(); !(math.Abs(mu-r.Mu) <= 1e-12*math.Max(1, mu)) && !(math.IsInf(mu, 1) && math.IsInf(r.Mu, 1)) {
 			return i, fmt.Errorf("row %d: recorded mu %g does not match its mechanism (%g)", r.ID, r.Mu, mu)
 		}

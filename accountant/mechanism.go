@@ -13,6 +13,8 @@ const (
 	KindSubsampledGaussian = "subsampled_gaussian" // Poisson-subsampled Gaussian: Q, Sigma (noise multiplier), Steps
 	KindLaplace            = "laplace"             // Laplace noise: Sensitivity and Epsilon (= sensitivity/scale)
 	KindExternal           = "external"            // a spend made outside dpsql, given as Mu (gdp_spend)
+	KindTruncatedLaplace   = "truncated_laplace"   // truncated Laplace: Sensitivity, Sigma (scale), Support (see noise_kinds.go)
+	KindOptNoise           = "optnoise"            // piecewise-uniform grid noise: Weights, Shifts (see noise_kinds.go)
 )
 
 // Neighbour notions. Budgets are stated for add/remove neighbours. A
@@ -40,6 +42,12 @@ type Mechanism struct {
 	Steps       int     `json:"steps,omitempty"`       // number of compositions (default 1)
 	Epsilon     float64 `json:"epsilon,omitempty"`     // laplace: sensitivity/scale
 	Neighbours  string  `json:"neighbours,omitempty"`  // add_remove (default) or replace_one
+	// Non-Gaussian noise families (see noise_kinds.go).
+	Support       float64 `json:"support,omitempty"`        // truncated_laplace: half-width A of the support
+	Delta         float64 `json:"delta,omitempty"`          // truncated_laplace, optnoise: certified delta at Epsilon (informational)
+	Weights       string  `json:"weights,omitempty"`        // optnoise: base64 of the little-endian uint32 interval weights, summing to 2^32
+	Shifts        int     `json:"shifts,omitempty"`         // optnoise: largest neighbour shift, in intervals
+	WeightsSHA256 string  `json:"weights_sha256,omitempty"` // optnoise: hex SHA-256 of the decoded weight bytes
 }
 
 // ParseMechanism decodes and validates a JSON mechanism description.
@@ -104,10 +112,12 @@ func (m Mechanism) Validate() error {
 		if !finitePos(m.Epsilon) {
 			return fmt.Errorf("laplace: epsilon must be positive and finite, got %v", m.Epsilon)
 		}
+	case KindTruncatedLaplace, KindOptNoise:
+		return m.validateNoiseKind()
 	case "":
-		return fmt.Errorf("mechanism kind is missing (want one of gaussian, subsampled_gaussian, laplace, external)")
+		return fmt.Errorf("mechanism kind is missing (want one of gaussian, subsampled_gaussian, laplace, truncated_laplace, optnoise, external)")
 	default:
-		return fmt.Errorf("unknown mechanism %q (want one of gaussian, subsampled_gaussian, laplace, external)", m.Kind)
+		return fmt.Errorf("unknown mechanism %q (want one of gaussian, subsampled_gaussian, laplace, truncated_laplace, optnoise, external)", m.Kind)
 	}
 	return nil
 }

@@ -127,7 +127,7 @@ func (c *rigComposition) epsilon(delta float64) (float64, error) {
 // rigMechanismPLD returns the PLD of a non-Gaussian entry (all its steps),
 // from the memo when the same entry was seen recently.
 func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
-	k := rigMemoKey{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon, steps: int(m.steps())}
+	k := rigMemoKey{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon, steps: int(m.steps()), extra: m.noiseKey()}
 	return rigMemo.get(k, func() (*pld.PLD, error) {
 		var p *pld.PLD
 		var err error
@@ -136,6 +136,8 @@ func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
 			p, err = rigorousConfig.Laplace(k.eps, 1)
 		case KindSubsampledGaussian:
 			p, err = rigorousConfig.SubsampledGaussian(m.Q, m.Sigma)
+		case KindTruncatedLaplace, KindOptNoise:
+			p, err = m.noisePLD(rigorousConfig)
 		default:
 			return nil, fmt.Errorf("%s: no PLD for this kind", m.Kind)
 		}
@@ -162,6 +164,7 @@ type rigMemoKey struct {
 	q, sigma, eps float64
 	mu            float64
 	steps         int
+	extra         string // noise families: see Mechanism.noiseKey
 }
 
 // rigPLDMemo keeps the most recently built PLDs (a ledger repeats its entries:
@@ -216,8 +219,10 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 		kind     string
 		q, sigma float64
 		eps      float64
+		extra    string // noise families: see Mechanism.noiseKey
 	}
 	groups := map[key]int{}
+	reps := map[key]Mechanism{}
 	for i, m := range ms {
 		if err := m.Validate(); err != nil {
 			return nil, fmt.Errorf("entry %d: %w", i, err)
@@ -227,8 +232,9 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 			c.addGaussian(m.GDPMu())
 			continue
 		}
-		k := key{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon}
+		k := key{kind: m.Kind, q: m.Q, sigma: m.Sigma, eps: m.Epsilon, extra: m.noiseKey()}
 		groups[k] += int(m.steps())
+		reps[k] = m
 	}
 	keys := make([]key, 0, len(groups))
 	for k := range groups {
@@ -245,10 +251,14 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 		if a.sigma != b.sigma {
 			return a.sigma < b.sigma
 		}
-		return a.eps < b.eps
+		if a.eps != b.eps {
+			return a.eps < b.eps
+		}
+		return a.extra < b.extra
 	})
 	for _, k := range keys {
-		m := Mechanism{Kind: k.kind, Q: k.q, Sigma: k.sigma, Epsilon: k.eps, Steps: groups[k]}
+		m := reps[k]
+		m.Steps = groups[k]
 		p, err := rigMechanismPLD(m)
 		if err != nil {
 			return nil, err

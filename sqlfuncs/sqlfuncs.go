@@ -13,6 +13,8 @@
 //	gdp_spend(mu [, note])                    record a spend made outside dpsql
 //	dp_gaussian(x, sensitivity, mu)           x + N(0, (sensitivity/mu)^2); x REAL or float32 BLOB
 //	dp_gaussian(x, sensitivity, epsilon, delta) the same, calibrated by the analytic Gaussian mechanism
+//	dp_laplace(x, sensitivity, epsilon)       x + rounded Laplace noise, epsilon-DP (noise.go)
+//	dp_tlaplace(x, sensitivity, epsilon, delta) x + rounded truncated Laplace noise, delta in (0, 0.5)
 //	gdp_epsilon(mu, delta)                    epsilon of mu-GDP at delta
 //	gdp_delta(mu, epsilon)                    delta of mu-GDP at epsilon
 //	gdp_mu(epsilon, delta)                    largest mu with (epsilon, delta)
