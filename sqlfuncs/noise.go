@@ -21,6 +21,7 @@ func init() {
 		}{
 			{"dp_laplace", wrap("dp_laplace", c.dpLaplace)},
 			{"dp_tlaplace", wrap("dp_tlaplace", c.dpTLaplace)},
+			{"dp_optnoise", wrap("dp_optnoise", c.dpOptNoise)},
 		} {
 			if err := c.sc.RegisterFunc(f.name, f.impl, false); err != nil {
 				return fmt.Errorf("registering %s: %w", f.name, err)

@@ -15,6 +15,7 @@
 //	dp_gaussian(x, sensitivity, epsilon, delta) the same, calibrated by the analytic Gaussian mechanism
 //	dp_laplace(x, sensitivity, epsilon)       x + rounded Laplace noise, epsilon-DP (noise.go)
 //	dp_tlaplace(x, sensitivity, epsilon, delta) x + rounded truncated Laplace noise, delta in (0, 0.5)
+//	dp_optnoise(x, sensitivity, epsilon, delta [, loss]) x + LP-optimised noise for loss 'l1' or 'l2' (optnoise.go)
 //	gdp_epsilon(mu, delta)                    epsilon of mu-GDP at delta
 //	gdp_delta(mu, epsilon)                    delta of mu-GDP at epsilon
 //	gdp_mu(epsilon, delta)                    largest mu with (epsilon, delta)
