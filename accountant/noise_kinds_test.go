@@ -133,3 +133,30 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// FuzzParseNoiseMechanism feeds arbitrary optnoise descriptions (as dp_cost
+// or a ledger row would carry them) to the decoder: errors, never panics,
+// and accepted weights always sum to 2^32 and match their hash.
+func FuzzParseNoiseMechanism(f *testing.F) {
+	good := gridMechanism(uniformWeights(4), 1)
+	f.Add(good.Weights, good.WeightsSHA256, 1)
+	f.Add("AAAA", good.WeightsSHA256, 2)
+	f.Add("", "", 0)
+	f.Fuzz(func(t *testing.T, weights, sha string, shifts int) {
+		m := Mechanism{Kind: KindOptNoise, Weights: weights, WeightsSHA256: sha, Shifts: shifts}
+		if m.Validate() != nil {
+			return
+		}
+		w, err := m.GridWeights()
+		if err != nil {
+			t.Fatalf("valid mechanism with undecodable weights: %v", err)
+		}
+		var s uint64
+		for _, v := range w {
+			s += uint64(v)
+		}
+		if s != 1<<32 {
+			t.Fatalf("accepted weights sum to %d", s)
+		}
+	})
+}

@@ -116,3 +116,18 @@ func TestNoiseBadInput(t *testing.T) {
 		t.Errorf("bad input charged %d rows", got)
 	}
 }
+
+// TestNoiseKindsCost plans a truncated Laplace release with dp_cost (no
+// charge): its rigorous epsilon at its own delta is its epsilon.
+func TestNoiseKindsCost(t *testing.T) {
+	db := openDB(t, `SELECT dp_init(1)`)
+	a := math.Log1p(math.Expm1(1)/(2*1e-5)) * (1 + 1e-6)
+	var e float64
+	q := `SELECT dp_cost(json_object('mechanism', 'truncated_laplace', 'sensitivity', 1, 'sigma', 1, 'support', ?), 1e-5)`
+	if err := db.QueryRow(q, a).Scan(&e); err != nil || e < 0.999 || e > 1.005 {
+		t.Errorf("dp_cost of a (1, 1e-5) truncated Laplace: %v, %v", e, err)
+	}
+	if got := ledgerRows(t, db); got != 0 {
+		t.Errorf("dp_cost charged %d rows", got)
+	}
+}
