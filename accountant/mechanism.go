@@ -45,7 +45,7 @@ type Mechanism struct {
 	// Non-Gaussian noise families (see noise_kinds.go).
 	Support       float64 `json:"support,omitempty"`        // truncated_laplace: half-width A of the support
 	Delta         float64 `json:"delta,omitempty"`          // truncated_laplace, optnoise: certified delta at Epsilon (informational)
-	Weights       string  `json:"weights,omitempty"`        // optnoise: base64 of the little-endian uint32 interval weights, summing to 2^32
+	Weights       string  `json:"weights,omitempty"`        // optnoise: base64 of the little-endian uint64 interval weights, summing to 2^63
 	Shifts        int     `json:"shifts,omitempty"`         // optnoise: largest neighbour shift, in intervals
 	WeightsSHA256 string  `json:"weights_sha256,omitempty"` // optnoise: hex SHA-256 of the decoded weight bytes
 }

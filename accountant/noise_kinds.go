@@ -22,7 +22,7 @@ import (
 //     closed form. Epsilon and Delta record the (epsilon, delta) it was
 //     calibrated for.
 //   - optnoise: a mixture of uniform laws on consecutive intervals of equal
-//     width with the quantised Weights (uint32, summing to 2^32, exactly the
+//     width with the quantised Weights (uint64, summing to 2^63, exactly the
 //     law the sampler uses) and neighbours at most Shifts intervals apart
 //     (grid step included): pld.Config.GridNoise, the pointwise maximum of
 //     the privacy curves over every shift. WeightsSHA256 names the weights;
@@ -32,37 +32,40 @@ import (
 const MaxGridWeights = 1 << 14
 
 // EncodeGridWeights returns the Weights and WeightsSHA256 fields for w.
-func EncodeGridWeights(w []uint32) (weights, sha string) {
-	b := make([]byte, 4*len(w))
+func EncodeGridWeights(w []uint64) (weights, sha string) {
+	b := make([]byte, 8*len(w))
 	for i, v := range w {
-		binary.LittleEndian.PutUint32(b[4*i:], v)
+		binary.LittleEndian.PutUint64(b[8*i:], v)
 	}
 	h := sha256.Sum256(b)
 	return base64.StdEncoding.EncodeToString(b), hex.EncodeToString(h[:])
 }
 
 // GridWeights decodes an optnoise entry's weights, checking their form, their
-// sum (2^32) and their SHA-256.
-func (m Mechanism) GridWeights() ([]uint32, error) {
+// sum (2^63) and their SHA-256.
+func (m Mechanism) GridWeights() ([]uint64, error) {
 	b, err := base64.StdEncoding.DecodeString(m.Weights)
 	if err != nil {
 		return nil, fmt.Errorf("optnoise: weights are not valid base64: %w", err)
 	}
-	if len(b) == 0 || len(b)%4 != 0 || len(b)/4 > MaxGridWeights {
-		return nil, fmt.Errorf("optnoise: weights must hold 1 to %d little-endian uint32 values, got %d bytes", MaxGridWeights, len(b))
+	if len(b) == 0 || len(b)%8 != 0 || len(b)/8 > MaxGridWeights {
+		return nil, fmt.Errorf("optnoise: weights must hold 1 to %d little-endian uint64 values, got %d bytes", MaxGridWeights, len(b))
 	}
 	h := sha256.Sum256(b)
 	if hex.EncodeToString(h[:]) != m.WeightsSHA256 {
 		return nil, errors.New("optnoise: the weights do not match weights_sha256")
 	}
-	w := make([]uint32, len(b)/4)
+	w := make([]uint64, len(b)/8)
 	var sum uint64
 	for i := range w {
-		w[i] = binary.LittleEndian.Uint32(b[4*i:])
-		sum += uint64(w[i])
+		w[i] = binary.LittleEndian.Uint64(b[8*i:])
+		if w[i] > 1<<63 || sum+w[i] > 1<<63 {
+			return nil, errors.New("optnoise: weights must sum to 2^63, they exceed it")
+		}
+		sum += w[i]
 	}
-	if sum != 1<<32 {
-		return nil, fmt.Errorf("optnoise: weights must sum to 2^32, got %d", sum)
+	if sum != 1<<63 {
+		return nil, fmt.Errorf("optnoise: weights must sum to 2^63, got %d", sum)
 	}
 	return w, nil
 }
@@ -114,7 +117,7 @@ func (m Mechanism) noisePLD(c pld.Config) (*pld.PLD, error) {
 		}
 		f := make([]float64, len(w))
 		for i, v := range w {
-			f[i] = math.Ldexp(float64(v), -32) // exact
+			f[i] = math.Ldexp(float64(v), -63) // rounded: charged by pld (roundedAtoms)
 		}
 		return c.GridNoise(f, m.Shifts)
 	}
@@ -122,7 +125,7 @@ func (m Mechanism) noisePLD(c pld.Config) (*pld.PLD, error) {
 }
 
 // VerifyNoisePayload checks what a ledger row of a noise family carries
-// beyond its hash chain: an optnoise row's weights must decode, sum to 2^32
+// beyond its hash chain: an optnoise row's weights must decode, sum to 2^63
 // and match their recorded SHA-256. Audit verification calls it per row.
 func VerifyNoisePayload(m Mechanism) error {
 	if m.Kind != KindOptNoise {

@@ -10,20 +10,20 @@ import (
 	"testing"
 )
 
-func gridMechanism(w []uint32, shifts int) Mechanism {
+func gridMechanism(w []uint64, shifts int) Mechanism {
 	ws, sha := EncodeGridWeights(w)
 	return Mechanism{Kind: KindOptNoise, Weights: ws, WeightsSHA256: sha, Shifts: shifts}
 }
 
-// uniformWeights splits 2^32 over n intervals.
-func uniformWeights(n int) []uint32 {
-	w := make([]uint32, n)
+// uniformWeights splits 2^63 over n intervals.
+func uniformWeights(n int) []uint64 {
+	w := make([]uint64, n)
 	var sum uint64
 	for i := range w {
-		w[i] = uint32((1 << 32) / uint64(n))
-		sum += uint64(w[i])
+		w[i] = (1 << 63) / uint64(n)
+		sum += w[i]
 	}
-	w[0] += uint32(1<<32 - sum)
+	w[0] += 1<<63 - sum
 	return w
 }
 
@@ -65,7 +65,7 @@ func TestNoiseKindsValidate(t *testing.T) {
 		{func() Mechanism { m := good; m.Shifts = 0; return m }(), "shifts"},
 		{func() Mechanism { m := good; m.WeightsSHA256 = strings.Repeat("0", 64); return m }(), "do not match"},
 		{func() Mechanism { m := good; m.Weights = "!!"; return m }(), "base64"},
-		{func() Mechanism { w := uniformWeights(10); w[3]++; return gridMechanism(w, 1) }(), "sum to 2^32"},
+		{func() Mechanism { w := uniformWeights(10); w[3]++; return gridMechanism(w, 1) }(), "sum to 2^63"},
 		{func() Mechanism { m := good; m.Neighbours = ReplaceOne; return m }(), "add_remove"},
 	}
 	for _, c := range bad {
@@ -153,9 +153,9 @@ func FuzzParseNoiseMechanism(f *testing.F) {
 		}
 		var s uint64
 		for _, v := range w {
-			s += uint64(v)
+			s += v
 		}
-		if s != 1<<32 {
+		if s != 1<<63 {
 			t.Fatalf("accepted weights sum to %d", s)
 		}
 	})

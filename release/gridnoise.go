@@ -13,7 +13,7 @@ import (
 // power-of-two grid g:
 //
 //   - an interval j is chosen by an integer alias table (Walker/Vose) over the
-//     quantised weights w (summing to 2^32): one 64-bit word of the Noise's
+//     quantised weights w (summing to 2^63): one 64-bit word of the Noise's
 //     ChaCha8 stream gives the column (top bits) and the coin (low bits);
 //   - a point is chosen uniformly among the m grid cells of the interval
 //     (math/rand/v2's Uint64N, exact), and the release is
@@ -22,7 +22,7 @@ import (
 // The interval width is m g with m = ceil((S + g)/(D g)), so that neighbours
 // (whose r g differ by at most S + g) are at most D intervals apart, and the
 // release is a post-processing of r g + W for W the continuous mixture with
-// exactly the weights w/2^32 (r + floor(W/g) = floor(r + W/g)). Its privacy is
+// exactly the weights w/2^63 (r + floor(W/g) = floor(r + W/g)). Its privacy is
 // therefore that of the piecewise-uniform law with shifts of up to D
 // intervals, which is what optnoise.Verify checks and accountant's optnoise
 // kind charges. The scale of the noise is D m g = S (1 + O(2^-20)) in units of
@@ -39,10 +39,10 @@ type GridNoise struct {
 // gridNoiseBits sets the grid relative to the interval width: m is about 2^20.
 const gridNoiseBits = 20
 
-// NewGridNoise calibrates the sampler of weights w (sum 2^32, 2H of them)
+// NewGridNoise calibrates the sampler of weights w (sum 2^63, 2H of them)
 // optimised with D intervals per unit sensitivity, for a scalar of
 // sensitivity S.
-func NewGridNoise(w []uint32, perUnit int, sensitivity float64) (*GridNoise, error) {
+func NewGridNoise(w []uint64, perUnit int, sensitivity float64) (*GridNoise, error) {
 	if len(w) == 0 || len(w)%2 != 0 {
 		return nil, fmt.Errorf("grid noise needs an even, positive number of weights, got %d", len(w))
 	}
@@ -82,34 +82,37 @@ func (d *GridNoise) draw(r *mrand.Rand) int64 {
 	return (int64(j)-int64(d.Half))*d.Width + int64(r.Uint64N(uint64(d.Width)))
 }
 
-// aliasTable picks index i with probability w[i]/2^32 exactly.
+// aliasTable picks index i with probability w[i]/2^63 exactly.
 type aliasTable struct {
 	shift uint   // column = u >> shift
 	cmask uint64 // coin = u & cmask, uniform below capacity cmask+1
-	thr   []uint32
+	thr   []uint64
 	alias []uint32
 }
 
 // newAliasTable builds the table by Vose's method in integer arithmetic:
-// n = 2^b columns of capacity 2^(32-b) each hold their own index below thr
+// n = 2^b columns of capacity 2^(63-b) each hold their own index below thr
 // and the alias above.
-func newAliasTable(w []uint32) (aliasTable, error) {
+func newAliasTable(w []uint64) (aliasTable, error) {
 	var sum uint64
 	for _, v := range w {
-		sum += uint64(v)
+		if v > 1<<63 || sum+v > 1<<63 {
+			return aliasTable{}, errors.New("weights must sum to 2^63, they exceed it")
+		}
+		sum += v
 	}
-	if sum != 1<<32 {
-		return aliasTable{}, fmt.Errorf("weights must sum to 2^32, got %d", sum)
+	if sum != 1<<63 {
+		return aliasTable{}, fmt.Errorf("weights must sum to 2^63, got %d", sum)
 	}
 	b := bits.Len(uint(len(w) - 1))
 	if b > 24 {
 		return aliasTable{}, errors.New("too many weights for an alias table (limit 2^24)")
 	}
 	n := 1 << b
-	capa := uint64(1) << (32 - b)
-	t := aliasTable{shift: uint(64 - b), cmask: capa - 1, thr: make([]uint32, n), alias: make([]uint32, n)}
+	capa := uint64(1) << (63 - b)
+	t := aliasTable{shift: uint(64 - b), cmask: capa - 1, thr: make([]uint64, n), alias: make([]uint32, n)}
 	if b == 0 {
-		t.shift, t.cmask = 63, 1<<32-1 // one column: u >> 63 is 0 or 1; fold below
+		t.shift = 63 // one column: u >> 63 is 0 or 1; fold below
 	}
 	rest := make([]uint64, n)
 	for i, v := range w {
@@ -127,7 +130,7 @@ func newAliasTable(w []uint32) (aliasTable, error) {
 		s := small[len(small)-1]
 		small = small[:len(small)-1]
 		l := large[len(large)-1]
-		t.thr[s], t.alias[s] = uint32(rest[s]), l
+		t.thr[s], t.alias[s] = rest[s], l
 		rest[l] -= capa - rest[s]
 		if rest[l] < capa {
 			large = large[:len(large)-1]
@@ -138,8 +141,7 @@ func newAliasTable(w []uint32) (aliasTable, error) {
 		if rest[i] != capa {
 			return aliasTable{}, errors.New("internal error: alias table construction lost mass")
 		}
-		t.thr[i], t.alias[i] = uint32(capa-1), i // coin <= capa-1 always keeps i
-		t.alias[i] = i
+		t.thr[i], t.alias[i] = capa, i
 	}
 	return t, nil
 }
@@ -150,7 +152,7 @@ func (t *aliasTable) sample(u uint64) uint32 {
 	if len(t.thr) == 1 {
 		col = 0
 	}
-	if u&t.cmask < uint64(t.thr[col]) {
+	if u&t.cmask < t.thr[col] {
 		return uint32(col)
 	}
 	return t.alias[col]

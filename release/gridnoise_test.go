@@ -11,7 +11,7 @@ func exactCounts(t aliasTable, n int) []uint64 {
 	c := make([]uint64, n)
 	capa := t.cmask + 1
 	for col := range t.thr {
-		own := uint64(t.thr[col])
+		own := t.thr[col]
 		if int(col) < n {
 			c[col] += own
 		}
@@ -23,18 +23,19 @@ func exactCounts(t aliasTable, n int) []uint64 {
 }
 
 func TestAliasTableExact(t *testing.T) {
-	for _, w := range [][]uint32{
-		{1 << 31, 1 << 31},
-		{1<<32 - 3, 1, 1, 1},
-		{100, 1<<32 - 100 - 7, 7},
-		func() []uint32 { // 300 uneven weights
-			w := make([]uint32, 300)
+	for _, w := range [][]uint64{
+		{1 << 62, 1 << 62},
+		{1<<63 - 3, 1, 1, 1},
+		{100, 1<<63 - 100 - 7, 7},
+		{1 << 63},
+		func() []uint64 { // 300 uneven weights
+			w := make([]uint64, 300)
 			var s uint64
 			for i := range w {
-				w[i] = uint32(1e7 * (1 + math.Sin(float64(i))))
-				s += uint64(w[i])
+				w[i] = uint64(1e16 * (1 + math.Sin(float64(i))))
+				s += w[i]
 			}
-			w[17] += uint32(1<<32 - s)
+			w[17] += 1<<63 - s
 			return w
 		}(),
 	} {
@@ -44,18 +45,18 @@ func TestAliasTableExact(t *testing.T) {
 		}
 		for i, c := range exactCounts(a, len(w)) {
 			if c != uint64(w[i]) {
-				t.Fatalf("index %d: table gives %d of 2^32, want %d", i, c, w[i])
+				t.Fatalf("index %d: table gives %d of 2^63, want %d", i, c, w[i])
 			}
 		}
 	}
-	if _, err := newAliasTable([]uint32{1, 2}); err == nil {
-		t.Error("weights not summing to 2^32 accepted")
+	if _, err := newAliasTable([]uint64{1, 2}); err == nil {
+		t.Error("weights not summing to 2^63 accepted")
 	}
 }
 
 func TestGridNoiseLaw(t *testing.T) {
 	// Four intervals with weights 1/8, 3/8, 3/8, 1/8; sensitivity 3, D = 2.
-	w := []uint32{1 << 29, 3 << 29, 3 << 29, 1 << 29}
+	w := []uint64{1 << 60, 3 << 60, 3 << 60, 1 << 60}
 	d, err := NewGridNoise(w, 2, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +79,7 @@ func TestGridNoiseLaw(t *testing.T) {
 		frac[int((y/width-math.Floor(y/width))*10)]++
 	}
 	for j, c := range counts {
-		p := float64(w[j]) / (1 << 32)
+		p := float64(w[j]) / (1 << 63)
 		if se := math.Sqrt(p * (1 - p) / draws); math.Abs(float64(c)/draws-p) > 5*se {
 			t.Errorf("interval %d: frequency %v, want %v", j, float64(c)/draws, p)
 		}
@@ -89,10 +90,10 @@ func TestGridNoiseLaw(t *testing.T) {
 		}
 	}
 	for _, bad := range []struct {
-		w []uint32
+		w []uint64
 		d int
 		s float64
-	}{{w, 0, 1}, {w, 2, 0}, {w, 2, math.NaN()}, {w[:3], 2, 1}, {[]uint32{1, 2}, 1, 1}} {
+	}{{w, 0, 1}, {w, 2, 0}, {w, 2, math.NaN()}, {w[:3], 2, 1}, {[]uint64{1, 2}, 1, 1}} {
 		if _, err := NewGridNoise(bad.w, bad.d, bad.s); err == nil {
 			t.Errorf("NewGridNoise(%v, %d, %v) accepted", bad.w, bad.d, bad.s)
 		}
@@ -102,11 +103,11 @@ func TestGridNoiseLaw(t *testing.T) {
 // BenchmarkGridNoise measures sampling from a cached distribution (300
 // intervals): the issue asks for >= 10 million values/s per core.
 func BenchmarkGridNoise(b *testing.B) {
-	w := make([]uint32, 300)
+	w := make([]uint64, 300)
 	for i := range w {
-		w[i] = 1<<32/300 + 0
+		w[i] = 1 << 63 / 300
 	}
-	w[0] += uint32(1<<32 - 300*uint64(1<<32/300))
+	w[0] += 1<<63 - 300*(1<<63/300)
 	d, err := NewGridNoise(w, 20, 1)
 	if err != nil {
 		b.Fatal(err)

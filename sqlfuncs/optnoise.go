@@ -48,7 +48,7 @@ type optKey struct {
 
 // optVerified holds the distributions this process has verified, so that a
 // repeated call neither re-reads nor re-verifies.
-var optVerified sync.Map // optKey -> []uint32
+var optVerified sync.Map // optKey -> []uint64
 
 func (c *Conn) dpOptNoise(args ...any) (any, error) {
 	const fn = "dp_optnoise"
@@ -115,9 +115,9 @@ func (c *Conn) dpOptNoise(args ...any) (any, error) {
 // optWeights returns verified weights for the problem: from this process's
 // memo, else from the file's cache if they verify, else optimised now
 // (fresh: they should be written to the cache).
-func (c *Conn) optWeights(fn string, p optnoise.Problem, key optKey) (w []uint32, fresh bool, err error) {
+func (c *Conn) optWeights(fn string, p optnoise.Problem, key optKey) (w []uint64, fresh bool, err error) {
 	if v, ok := optVerified.Load(key); ok {
-		return v.([]uint32), false, nil
+		return v.([]uint64), false, nil
 	}
 	l, err := c.ledger()
 	if err != nil {
@@ -150,21 +150,21 @@ func (c *Conn) optWeights(fn string, p optnoise.Problem, key optKey) (w []uint32
 	return dist.Weights, true, nil
 }
 
-func weightBytes(w []uint32) []byte {
-	b := make([]byte, 4*len(w))
+func weightBytes(w []uint64) []byte {
+	b := make([]byte, 8*len(w))
 	for i, v := range w {
-		binary.LittleEndian.PutUint32(b[4*i:], v)
+		binary.LittleEndian.PutUint64(b[8*i:], v)
 	}
 	return b
 }
 
-func weightsFromBytes(b []byte, n int) ([]uint32, bool) {
-	if len(b) != 4*n {
+func weightsFromBytes(b []byte, n int) ([]uint64, bool) {
+	if len(b) != 8*n {
 		return nil, false
 	}
-	w := make([]uint32, n)
+	w := make([]uint64, n)
 	for i := range w {
-		w[i] = binary.LittleEndian.Uint32(b[4*i:])
+		w[i] = binary.LittleEndian.Uint64(b[8*i:])
 	}
 	return w, true
 }

@@ -23,7 +23,7 @@ func openPath(t *testing.T, path string) *sql.DB {
 }
 
 // optWeightsOf reads the weights the last optnoise ledger row used.
-func optWeightsOf(t *testing.T, db *sql.DB) (accountant.Mechanism, []uint32) {
+func optWeightsOf(t *testing.T, db *sql.DB) (accountant.Mechanism, []uint64) {
 	t.Helper()
 	var params string
 	if err := db.QueryRow(`SELECT params FROM dp_ledger WHERE mechanism = 'optnoise' ORDER BY id DESC LIMIT 1`).Scan(&params); err != nil {
@@ -103,12 +103,12 @@ func TestOptNoiseForgedCache(t *testing.T) {
 		if err := db.QueryRow(`SELECT dp_optnoise(0, 1, ?, ?)`, eps, delta).Scan(&y); err != nil {
 			t.Fatal(err)
 		}
-		// Point mass (no privacy at all): 2^32 - 1 in the middle interval, 1 beside it.
+		// Point mass (no privacy at all): 2^63 - 1 in the middle interval, 1 beside it.
 		var n int
 		db.QueryRow(`SELECT half FROM dp_optnoise_cache`).Scan(&n)
-		w := make([]byte, 8*n)
-		binary.LittleEndian.PutUint32(w[4*n:], 1<<32-1)
-		binary.LittleEndian.PutUint32(w[4*n+4:], 1)
+		w := make([]byte, 16*n)
+		binary.LittleEndian.PutUint64(w[8*n:], 1<<63-1)
+		binary.LittleEndian.PutUint64(w[8*n+8:], 1)
 		if _, err := db.Exec(`UPDATE dp_optnoise_cache SET weights = ?`, w); err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestOptNoiseForgedCache(t *testing.T) {
 	}
 	var blob []byte
 	db.QueryRow(`SELECT weights FROM dp_optnoise_cache`).Scan(&blob)
-	if binary.LittleEndian.Uint32(blob[4*len(w)/2:]) == 1<<32-1 {
+	if binary.LittleEndian.Uint64(blob[8*(len(w)/2):]) == 1<<63-1 {
 		t.Errorf("the forged cache row was kept")
 	}
 }

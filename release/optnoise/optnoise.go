@@ -23,11 +23,11 @@
 // # Exact verification
 //
 // The solver works in floating point; nothing it returns is trusted. The
-// weights are quantised to integers summing to 2^32 (the law the sampler
+// weights are quantised to integers summing to 2^63 (the law the sampler
 // draws from, see release.GridNoise) and [Verify] checks, in exact integer
 // arithmetic, that for every shift k in [-D, D]
 //
-//	sum_i (w_{i-k} - E w_i)_+ <= delta 2^32
+//	sum_i (w_{i-k} - E w_i)_+ <= delta 2^63
 //
 // with E a rational lower bound on e^eps (a partial Taylor sum and repeated
 // squaring, each rounded down). Any excess, however small, is refused (the
@@ -268,12 +268,13 @@ func Solve(p Problem) (*Solution, error) {
 	}
 	// Aim a little below delta so that quantisation keeps the optimum
 	// inside the exact constraint.
-	// Quantisation to 2^32 moves each probability by less than 2^-32, so
-	// each shift's delta by less than (1 + e^eps) N 2^-32; leave that room
-	// (at most 5% of delta; Certify mixes in a reference law if more is
-	// needed).
-	qm := (1 + e) * float64(n) * 0x1p-32
-	target := math.Max(p.Delta*(1-1e-7)-qm, 0.95*p.Delta)
+	// Quantisation moves each probability by about 2^-52 of itself plus
+	// 2^-63, so each shift's delta by less than (1 + e^eps) (2^-50 + N
+	// 2^-63); leave that room, twice the cut tolerance and a relative 1e-7
+	// (Certify mixes in a reference law if more is needed).
+	const tol = 1e-11
+	qm := (1 + e) * (0x1p-50 + float64(n)*0x1p-63)
+	target := math.Max(p.Delta*(1-1e-7)-qm-2*tol, 0.95*p.Delta)
 	// Seed the program with the tail events of the largest shifts,
 	// P(X >= i - K) - e^eps P(X >= i) <= delta (and the mirror ones): from
 	// a point mass, Kelley's method would otherwise spend hundreds of
@@ -299,7 +300,6 @@ func Solve(p Problem) (*Solution, error) {
 			lp.addCut(fold(a), target)
 		}
 	}
-	const tol = 1e-11
 	cuts := 0
 	for round := 0; ; round++ {
 		if err := lp.solve(200000); err != nil {
@@ -338,29 +338,29 @@ func Solve(p Problem) (*Solution, error) {
 }
 
 // Total is the sum of quantised weights.
-const Total = 1 << 32
+const Total = 1 << 63
 
 // Quantise rounds probabilities q (non-negative, sum about 1) to integer
-// weights summing to exactly 2^32, by largest remainders.
-func Quantise(q []float64) []uint32 {
+// weights summing to exactly 2^63, by largest remainders.
+func Quantise(q []float64) []uint64 {
 	var sum float64
 	for _, v := range q {
 		sum += math.Max(v, 0)
 	}
-	w := make([]uint32, len(q))
+	w := make([]uint64, len(q))
 	rem := make([]int, len(q))
 	frac := make([]float64, len(q))
 	var tot uint64
 	for j, v := range q {
-		x := math.Max(v, 0) / sum * Total
+		x := math.Ldexp(math.Max(v, 0)/sum, 63)
 		f := math.Floor(x)
-		w[j] = uint32(min(f, Total-1))
+		w[j] = uint64(min(f, 0x1p63-0x1p11)) // below 2^63 as a float64
 		frac[j] = x - f
-		tot += uint64(w[j])
+		tot += w[j]
 		rem[j] = j
 	}
 	sort.SliceStable(rem, func(a, b int) bool { return frac[rem[a]] > frac[rem[b]] })
-	for i := 0; tot < Total; i = (i + 1) % len(rem) {
+	for i := 0; tot < Total; i = (i + 1) % len(rem) { // a few hundred units at most
 		w[rem[i]]++
 		tot++
 	}
@@ -403,10 +403,10 @@ func ExpLower(x float64) *big.Rat {
 }
 
 // ShiftDeltas returns, for each shift k in [-K, K] (index k+K; k = 0 gives
-// 0), the exact delta(eps) of the law with weights w (sum 2^32) against its
+// 0), the exact delta(eps) of the law with weights w (sum 2^63) against its
 // copy shifted by k intervals, with e^eps replaced by the lower bound E:
-// sum_i (w_{i-k} - E w_i)_+ / 2^32.
-func ShiftDeltas(w []uint32, K int, E *big.Rat) []*big.Rat {
+// sum_i (w_{i-k} - E w_i)_+ / 2^63.
+func ShiftDeltas(w []uint64, K int, E *big.Rat) []*big.Rat {
 	n := len(w)
 	num, den := E.Num(), E.Denom()
 	out := make([]*big.Rat, 2*K+1)
@@ -417,10 +417,10 @@ func ShiftDeltas(w []uint32, K int, E *big.Rat) []*big.Rat {
 			for i := min(0, k); i < n+max(0, k); i++ {
 				var pk, qi uint64
 				if i-k >= 0 && i-k < n {
-					pk = uint64(w[i-k])
+					pk = w[i-k]
 				}
 				if i >= 0 && i < n {
-					qi = uint64(w[i])
+					qi = w[i]
 				}
 				if pk == 0 {
 					continue
@@ -434,7 +434,7 @@ func ShiftDeltas(w []uint32, K int, E *big.Rat) []*big.Rat {
 				}
 			}
 		}
-		d := new(big.Int).Mul(den, big.NewInt(Total))
+		d := new(big.Int).Lsh(den, 63)
 		out[k+K] = new(big.Rat).SetFrac(s, d)
 	}
 	return out
@@ -443,16 +443,19 @@ func ShiftDeltas(w []uint32, K int, E *big.Rat) []*big.Rat {
 // ErrVerify reports weights that do not meet the privacy constraint.
 var ErrVerify = errors.New("optnoise: the distribution does not meet (epsilon, delta)")
 
-// Verify checks exactly that the law with weights w (sum 2^32) meets
+// Verify checks exactly that the law with weights w (sum 2^63) meets
 // (epsilon, delta) for every shift of up to K intervals, and returns the
 // largest delta(epsilon) over the shifts (as a float64 rounded up).
-func Verify(w []uint32, K int, epsilon, delta float64) (float64, error) {
+func Verify(w []uint64, K int, epsilon, delta float64) (float64, error) {
 	var sum uint64
 	for _, v := range w {
-		sum += uint64(v)
+		if v > Total || sum+v > Total {
+			return 0, fmt.Errorf("%w: weights must sum to 2^63, they exceed it", ErrVerify)
+		}
+		sum += v
 	}
 	if len(w) == 0 || sum != Total {
-		return 0, fmt.Errorf("%w: weights must sum to 2^32, got %d", ErrVerify, sum)
+		return 0, fmt.Errorf("%w: weights must sum to 2^63, got %d", ErrVerify, sum)
 	}
 	if K < 1 {
 		return 0, fmt.Errorf("%w: shifts must be >= 1, got %d", ErrVerify, K)
@@ -480,7 +483,7 @@ func Verify(w []uint32, K int, epsilon, delta float64) (float64, error) {
 // Distribution is a verified quantised law.
 type Distribution struct {
 	Problem  Problem
-	Weights  []uint32 // sum 2^32: what the sampler draws from
+	Weights  []uint64 // sum 2^63: what the sampler draws from
 	Delta    float64  // largest delta(epsilon) over shifts, verified <= Problem.Delta
 	LPValue  float64  // the LP optimum (floating point)
 	Value    float64  // expected loss of the quantised law at sensitivity 1
@@ -488,11 +491,11 @@ type Distribution struct {
 	Solution *Solution
 }
 
-// Probabilities returns w/2^32.
-func Probabilities(w []uint32) []float64 {
+// Probabilities returns w/2^63.
+func Probabilities(w []uint64) []float64 {
 	q := make([]float64, len(w))
 	for j, v := range w {
-		q[j] = float64(v) / Total
+		q[j] = math.Ldexp(float64(v), -63)
 	}
 	return q
 }
@@ -550,5 +553,5 @@ func Certify(p Problem, sol *Solution) (*Distribution, error) {
 		return &Distribution{Problem: p, Weights: w, Delta: d, LPValue: sol.Value,
 			Value: p.ExpectedLoss(Probabilities(w)), Mixed: mix, Solution: sol}, nil
 	}
-	return nil, fmt.Errorf("%w: no mixture with the reference law passed exact verification (weights are quantised to 2^-32, so delta must exceed about (1 + e^epsilon) N 2^-32 = %.2g; use a larger delta or dp_tlaplace)", ErrVerify, (1+math.Exp(p.Epsilon))*float64(p.N())*0x1p-32)
+	return nil, fmt.Errorf("%w: no mixture with the reference law passed exact verification ; use a larger delta or dp_tlaplace", ErrVerify)
 }
