@@ -24,6 +24,7 @@ import (
 //     entries, converted exactly with Delta/Epsilon).
 //   - laplace: Laplace noise with sensitivity/scale = Epsilon, composed Steps
 //     times.
+//   - truncated_laplace, optnoise: their exact PLDs (see noise_kinds.go).
 //   - subsampled_gaussian: Poisson rate Q, noise multiplier Sigma, Steps
 //     steps, both directions kept. Replace-one is refused: a replace-one
 //     neighbour under Poisson sampling is not two composed add/remove steps
