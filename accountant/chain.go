@@ -150,6 +150,9 @@ func checkChain(rows []Row) (int, error) {
 			if err != nil {
 				return i, fmt.Errorf("row %d cannot be re-accounted: %w", r.ID, err)
 			}
+			if err := VerifyNoisePayload(m); err != nil {
+				return i, fmt.Errorf("row %d: %w", r.ID, err)
+			}
 			mu = m.GDPMu()
 		case EventBudget:
 			b, err := parseBudgetEvent(r)

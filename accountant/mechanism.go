@@ -19,7 +19,9 @@ const (
 	// private partition selection (package protect). Accounted by the PLD
 	// accountant (pld.Config.GaussianMuInf); its GDP figure is the Gaussian
 	// part's Mu alone.
-	KindGaussianInf = "gaussian_inf"
+	KindGaussianInf      = "gaussian_inf"
+	KindTruncatedLaplace = "truncated_laplace" // truncated Laplace: Sensitivity, Sigma (scale), Support (see noise_kinds.go)
+	KindOptNoise         = "optnoise"          // piecewise-uniform grid noise: Weights, Shifts (see noise_kinds.go)
 )
 
 // Neighbour relations. An entry states its figures for one relation: add/remove
@@ -49,7 +51,14 @@ type Mechanism struct {
 	// composed exactly as if each were its own entry. Parts are not nested
 	// and share one neighbour relation; the composite's other fields are unset.
 	Parts []Mechanism `json:"parts,omitempty"`
-	Delta float64     `json:"delta,omitempty"` // gaussian_inf: mass at +infinity
+	// Delta is gaussian_inf's mass at +infinity; for truncated_laplace and
+	// optnoise, the certified delta at Epsilon (informational).
+	Delta float64 `json:"delta,omitempty"`
+	// Non-Gaussian noise families (see noise_kinds.go).
+	Support       float64 `json:"support,omitempty"`        // truncated_laplace: half-width A of the support
+	Weights       string  `json:"weights,omitempty"`        // optnoise: base64 of the little-endian uint64 interval weights, summing to 2^63
+	Shifts        int     `json:"shifts,omitempty"`         // optnoise: largest neighbour shift, in intervals
+	WeightsSHA256 string  `json:"weights_sha256,omitempty"` // optnoise: hex SHA-256 of the decoded weight bytes
 }
 
 // ParseMechanism decodes and validates a JSON mechanism description.
@@ -126,10 +135,12 @@ func (m Mechanism) Validate() error {
 		if m.Neighbours == ReplaceOne {
 			return errors.New("gaussian_inf: only add_remove neighbours are supported")
 		}
+	case KindTruncatedLaplace, KindOptNoise:
+		return m.validateNoiseKind()
 	case "":
-		return fmt.Errorf("mechanism kind is missing (want one of gaussian, subsampled_gaussian, laplace, external, gaussian_inf, composite)")
+		return fmt.Errorf("mechanism kind is missing (want one of gaussian, subsampled_gaussian, laplace, truncated_laplace, optnoise, external, gaussian_inf, composite)")
 	default:
-		return fmt.Errorf("unknown mechanism %q (want one of gaussian, subsampled_gaussian, laplace, external, gaussian_inf, composite)", m.Kind)
+		return fmt.Errorf("unknown mechanism %q (want one of gaussian, subsampled_gaussian, laplace, truncated_laplace, optnoise, external, gaussian_inf, composite)", m.Kind)
 	}
 	return nil
 }

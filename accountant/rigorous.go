@@ -28,6 +28,7 @@ import (
 //   - composite: each part as if it were its own entry (one ledger row, one
 //     count).
 //   - gaussian_inf: a mu-GDP Gaussian plus Delta mass at +infinity.
+//   - truncated_laplace, optnoise: their exact PLDs (see noise_kinds.go).
 //   - subsampled_gaussian: Poisson rate Q, noise multiplier Sigma, Steps
 //     steps, both directions kept. Replace-one entries use the replace-one
 //     pair (pld.SubsampledGaussianReplaceOne): a replace-one neighbour under
@@ -383,6 +384,8 @@ func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
 				return rigorousConfig.SubsampledGaussian(m.Q, m.Sigma)
 			case KindGaussianInf:
 				return rigorousConfig.GaussianMuInf(m.Mu, m.Delta)
+			case KindTruncatedLaplace, KindOptNoise:
+				return m.noisePLD(rigorousConfig)
 			default:
 				return nil, fmt.Errorf("%s: no PLD for this kind", m.Kind)
 			}

@@ -13,6 +13,9 @@
 //	gdp_spend(mu [, note])                    record a spend made outside dpsql
 //	dp_gaussian(x, sensitivity, mu)           x + N(0, (sensitivity/mu)^2); x a number, or a vector (float32 BLOB or JSON array TEXT; the result is a BLOB)
 //	dp_gaussian(x, sensitivity, epsilon, delta) the same, calibrated by the analytic Gaussian mechanism
+//	dp_laplace(x, sensitivity, epsilon)       x + rounded Laplace noise, epsilon-DP (noise.go)
+//	dp_tlaplace(x, sensitivity, epsilon, delta) x + rounded truncated Laplace noise, delta in (0, 0.5)
+//	dp_optnoise(x, sensitivity, epsilon, delta [, loss]) x + LP-optimised noise for loss 'l1' or 'l2' (optnoise.go)
 //	gdp_epsilon(mu, delta)                    epsilon of mu-GDP at delta
 //	gdp_delta(mu, epsilon)                    delta of mu-GDP at epsilon
 //	gdp_mu(epsilon, delta)                    largest mu with (epsilon, delta)

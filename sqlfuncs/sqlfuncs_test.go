@@ -307,7 +307,7 @@ func TestFunctionList(t *testing.T) {
 		got = append(got, n)
 	}
 	want := []string{"dp_avgmix", "dp_budget_remaining", "dp_cost", "dp_cost_report", "dp_epsilon", "dp_gaussian",
-		"dp_init", "dp_init_epsilon", "dp_protect", "dp_scope", "dp_select_topm", "dp_unprotect", "dp_use_scope", "dp_vec_select", "dp_vec_sum", "dp_version",
+		"dp_init", "dp_init_epsilon", "dp_laplace", "dp_optnoise", "dp_protect", "dp_scope", "dp_select_topm", "dp_tlaplace", "dp_unprotect", "dp_use_scope", "dp_vec_select", "dp_vec_sum", "dp_version",
 		"gdp_delta", "gdp_epsilon", "gdp_mu", "gdp_spend"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("functions:\n got  %v\n want %v", got, want)

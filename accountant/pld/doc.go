@@ -76,8 +76,10 @@
 //
 // Gaussian (sensitivity, sigma), Poisson-subsampled Gaussian (rate q, noise
 // multiplier sigma, both directions, exact hockey-stick formulas), Laplace
-// (sensitivity, scale) and any additive noise given as a probability vector
-// on an integer grid (Discrete). CalibrateSubsampledGaussian bisects the
+// (sensitivity, scale), truncated Laplace in closed form (TruncatedLaplace),
+// any additive noise given as a probability vector on an integer grid
+// (Discrete), and mixtures of uniform laws on equal intervals, pessimistic
+// over every shift of up to a number of intervals (GridNoise). CalibrateSubsampledGaussian bisects the
 // noise multiplier for a target (epsilon, delta); GaussianEpsilon converts a
 // mu-GDP target to epsilon at delta.
 package pld

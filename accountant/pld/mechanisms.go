@@ -238,6 +238,9 @@ func build(c, conj curve, h, tau float64, maxBins int) (*pmf, error) {
 		return nil, err
 	}
 	bottom-- // largest k with lowOK(k)
+	if lf, ok := c.(interface{ minLoss() float64 }); ok {
+		bottom = max(bottom, int(math.Floor(lf.minLoss()/h))-2) // no mass below the smallest finite loss
+	}
 	if bottom >= top {
 		bottom = top - 1
 	}
