@@ -139,7 +139,7 @@ type ledgerRow struct {
 
 func ledgerRows(t *testing.T, db *sql.DB) []ledgerRow {
 	t.Helper()
-	rows, err := db.Query(`SELECT id, params, coalesce(query, '') FROM dp_ledger ORDER BY id`)
+	rows, err := db.Query(`SELECT id, params, coalesce(query, '') FROM dp_ledger WHERE kind = 'charge' ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
