@@ -319,11 +319,11 @@ func planSelectTopm(in *topmInput, o selectTopmOptions) (*selectTopmPlan, error)
 	pl.p = p
 	selM, err := p.SelectMechanisms(r.D)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, mechanismError(fn, err)
 	}
 	relM, err := p.ReleaseMechanisms()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, mechanismError(fn, err)
 	}
 	parts := []string{"select_counts", "select_sums", "select_sumsq"}
 	var components []map[string]any
@@ -442,7 +442,7 @@ func writeSelectTopm(fn string, tx *sql.Tx, c *Conn, noise *release.Noise, data 
 	}
 	sel, err := dfs.Select(noise, data, pl.p)
 	if err != nil {
-		return sel, fmt.Errorf("%s: %w", fn, err)
+		return sel, mechanismError(fn, err)
 	}
 	if _, err := tx.Exec(`CREATE TABLE ` + q + ` (id INTEGER PRIMARY KEY, source_rowid INTEGER NOT NULL, x BLOB NOT NULL, label INTEGER NOT NULL)`); err != nil {
 		return sel, fmt.Errorf("%s: creating %s: %w", fn, into, err)

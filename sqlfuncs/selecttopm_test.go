@@ -384,6 +384,9 @@ func TestSelectTopmBadInput(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to say %q", err, tt.want)
 			}
+			if strings.Contains(err.Error(), "dfs: ") || strings.Count(err.Error(), "dp_select_topm: ") > 1 {
+				t.Errorf("err = %v: the function is named once, with no package prefix", err)
+			}
 			if !strings.Contains(err.Error(), "dp_select_topm") {
 				t.Errorf("error %q does not name the function", err)
 			}

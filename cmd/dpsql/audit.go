@@ -204,6 +204,7 @@ func compactParams(params string) string {
 	delete(m, "mu")
 	delete(m, "grid")
 	delete(m, "noise_tv") // bookkeeping, in csv and json; the table is a summary
+	delete(m, "weights")  // optnoise's 2 KB of base64; weights_sha256 names them
 	first := []string{"sensitivity", "sigma", "q", "steps", "epsilon", "n", "dim"}
 	rank := func(k string) int {
 		if i := slices.Index(first, k); i >= 0 {
