@@ -167,3 +167,41 @@ func TestLaplaceCountStatistical(t *testing.T) {
 		t.Errorf("kurtosis %.2f, want 6 (Laplace), not 3 (Gaussian)", kurt)
 	}
 }
+
+// TestCountNoiseTable compares, for a sensitivity-1 COUNT released alone at
+// (epsilon, delta), the Laplace noise's expected |noise| and variance with
+// the Gaussian's (analytic calibration, accountant.Mu). The Laplace scale is
+// the smallest b = 1/eps0 whose profile delta(eps) = 1 - e^((eps - eps0)/2)
+// meets delta, i.e. eps0 = eps - 2 log(1 - delta); the PLD accountant must
+// certify the same eps0 independently. Run with -v for the README's table.
+func TestCountNoiseTable(t *testing.T) {
+	t.Logf("| epsilon | delta | Laplace b | Laplace E|Z| | Laplace Var | Gaussian sigma | Gaussian E|Z| | Gaussian Var | cheaper (variance) | cheaper (E|Z|) |")
+	t.Logf("|---|---|---|---|---|---|---|---|---|---|")
+	for _, eps := range []float64{0.1, 0.5, 1, 2, 4} {
+		for _, delta := range []float64{1e-5, 1e-2, 0.1} {
+			eps0 := eps - 2*math.Log1p(-delta)
+			got, err := accountant.RigorousEpsilon([]accountant.Mechanism{{Kind: accountant.KindLaplace, Sensitivity: 1, Epsilon: eps0}}, delta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(got-eps) > 2e-3*eps+1e-4 {
+				t.Errorf("eps %v delta %v: the accountant certifies Laplace(eps0 = %v) at epsilon %v, want %v", eps, delta, eps0, got, eps)
+			}
+			b := 1 / eps0
+			mu, err := accountant.Mu(eps, delta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := 1 / mu
+			absL, varL := b, 2*b*b
+			absG, varG := s*math.Sqrt(2/math.Pi), s*s
+			pick := func(l, g float64) string {
+				if l < g {
+					return "Laplace"
+				}
+				return "Gaussian"
+			}
+			t.Logf("| %g | %g | %.4g | %.4g | %.4g | %.4g | %.4g | %.4g | %s | %s |", eps, delta, b, absL, varL, s, absG, varG, pick(varL, varG), pick(absL, absG))
+		}
+	}
+}
