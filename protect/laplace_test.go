@@ -134,6 +134,10 @@ func TestLaplaceCharge(t *testing.T) {
 			t.Errorf("%d: details %+v", i, d)
 		}
 	}
+	// The composite rows re-account and verify like any other.
+	if n, err := accountant.Verify(ctx, db); err != nil || n == 0 {
+		t.Errorf("ledger verify: %d rows, %v", n, err)
+	}
 }
 
 // A COUNT's noise under noise = 'laplace' has the Laplace law: variance
@@ -145,26 +149,33 @@ func TestLaplaceCountStatistical(t *testing.T) {
 			ins(i, "a", 1.0)
 		}
 	})
-	pl, gs := exact(t, e, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1, delta = 1e-5, noise = 'laplace') COUNT(*) FROM t`)
-	b := pl.aggs[0].lap.Scale
-	if !(b > 9 && b < 10.5) {
-		t.Fatalf("scale %v, want about 1/0.1", b)
+	pl, gs := exact(t, e, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.2, delta = 1e-5, noise = 'laplace') COUNT(*), SUM(x, contribution_bounds_per_group => (-2, 2)) FROM t`)
+	b, bs := pl.aggs[0].lap.Scale, pl.aggs[1].lap.Scale
+	if !(b > 9 && b < 10.5) || !(bs > 2*9 && bs < 2*10.5) {
+		t.Fatalf("scales %v, %v, want about 1/0.1 and 2/0.1 (epsilon 0.2 over two values)", b, bs)
 	}
 	noise := release.NewNoise()
 	const k = 50000
-	var m2, m4 float64
+	var m2, m4, s2 float64
 	for range k {
-		z := float64(releaseRows(pl, gs, noise).Rows[0][0].(int64)) - n
+		r := releaseRows(pl, gs, noise).Rows[0]
+		z := float64(r[0].(int64)) - n
 		m2 += z * z
 		m4 += z * z * z * z
+		zs := r[1].(float64) - n
+		s2 += zs * zs
 	}
 	m2 /= k
 	m4 /= k
+	s2 /= k
 	if want := 2 * b * b; math.Abs(m2/want-1) > 5*math.Sqrt(5.0/k) {
-		t.Errorf("variance %.2f, want 2 b^2 = %.2f", m2, want)
+		t.Errorf("COUNT: variance %.2f, want 2 b^2 = %.2f", m2, want)
 	}
 	if kurt := m4 / (m2 * m2); kurt < 5 || kurt > 7 {
-		t.Errorf("kurtosis %.2f, want 6 (Laplace), not 3 (Gaussian)", kurt)
+		t.Errorf("COUNT: kurtosis %.2f, want 6 (Laplace), not 3 (Gaussian)", kurt)
+	}
+	if want := 2 * bs * bs; math.Abs(s2/want-1) > 5*math.Sqrt(5.0/k) {
+		t.Errorf("SUM: variance %.2f, want 2 b^2 = %.2f", s2, want)
 	}
 }
 
