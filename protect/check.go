@@ -49,6 +49,9 @@ type aggPlan struct {
 	// VAR_POP, STDDEV_POP: the sum of squared centred values, itself centred
 	// on sqMid = c^2/2, in units of sqQuant.
 	sqMid, sqQuant, sigmaSq, sensSq float64
+	// noise = 'laplace': the rounded Laplace laws of the value, the count
+	// and the sum of squares (L1 sensitivities).
+	lap, lapCount, lapSq release.LaplaceGrid
 }
 
 // needsCount reports whether the aggregate releases a noisy count of values.
@@ -82,6 +85,9 @@ type plan struct {
 	selMu, sigmaSel, tau, deltaS float64
 	mech                         accountant.Mechanism
 	details                      map[string]any
+	// laplace: the aggregates get rounded Laplace noise (OPTIONS noise =
+	// 'laplace'), calibrated by L1 sensitivity; the selection stays Gaussian.
+	laplace bool
 }
 
 // Refusal is an analyst statement refused before anything was read or
@@ -129,7 +135,21 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 			return nil, refusef("option %s is given twice", o.Name)
 		}
 		seen[o.Name] = true
+		if o.IsText != (o.Name == "noise") {
+			if o.IsText {
+				return nil, refusef("option %s takes a number, not the string '%s'", o.Name, o.Text)
+			}
+			return nil, refusef("option noise takes 'gaussian' or 'laplace' (a quoted string), not a number")
+		}
 		switch o.Name {
+		case "noise":
+			switch strings.ToLower(o.Text) {
+			case "gaussian":
+			case "laplace":
+				pl.laplace = true
+			default:
+				return nil, refusef("unknown noise '%s': OPTIONS noise takes 'gaussian' (the default) or 'laplace'", o.Text)
+			}
 		case "mu":
 			mu = o.Value
 		case "epsilon":
@@ -144,7 +164,7 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 		case "privacy_unit_column":
 			return nil, refusef("the privacy unit is set by the owner's policy, not by OPTIONS")
 		default:
-			return nil, refusef("unknown option %q: OPTIONS takes mu, or epsilon and delta, and max_groups_contributed", o.Name)
+			return nil, refusef("unknown option %q: OPTIONS takes mu, or epsilon and delta, max_groups_contributed and noise", o.Name)
 		}
 	}
 	switch {
@@ -160,6 +180,9 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 		}
 	default:
 		return nil, refusef("OPTIONS must give mu, or epsilon and delta")
+	}
+	if pl.laplace && seen["mu"] {
+		return nil, refusef("noise = 'laplace' is calibrated from an epsilon budget: give epsilon and delta, not mu")
 	}
 	// Group keys.
 	for _, k := range st.GroupBy {
@@ -299,6 +322,9 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	g := math.Sqrt(float64(pl.maxGroups))
 	r := float64(pl.maxRows)
 	var details []Part
+	if pl.laplace && !selection {
+		part = 0
+	}
 	if selection {
 		pl.selMu = part
 		pl.sigmaSel = g / part
@@ -309,7 +335,17 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 		pl.tau = 1 + pl.sigmaSel*z
 		details = append(details, Part{Part: "selection", Mu: part, Sigma: pl.sigmaSel, Sensitivity: g, Delta: pl.deltaS, Threshold: pl.tau})
 	}
+	if pl.laplace {
+		d, err := pl.planLaplace(eps, delta)
+		if err != nil {
+			return nil, err
+		}
+		details = append(details, d...)
+	}
 	for i := range pl.aggs {
+		if pl.laplace {
+			break
+		}
 		a := &pl.aggs[i]
 		a.mu = part
 		switch a.kind {
@@ -376,13 +412,18 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 		}
 		details = append(details, d)
 	}
-	if selection {
+	switch {
+	case pl.laplace: // set by planLaplace
+	case selection:
 		pl.mech = accountant.Mechanism{Kind: accountant.KindGaussianInf, Mu: mu, Delta: pl.deltaS}
-	} else {
+	default:
 		pl.mech = accountant.Mechanism{Kind: accountant.KindGaussian, Mu: mu}
 	}
 	sd := StatementDetails{Table: table, PrivacyUnit: pl.policy.PrivacyUnit, MaxGroups: pl.maxGroups, MaxRows: pl.maxRows,
-		Parts: details, NoiseTV: release.NoiseTV}
+		Parts: details, NoiseTV: release.NoiseTV, Noise: "gaussian"}
+	if pl.laplace {
+		sd.Noise = "laplace"
+	}
 	if pl.keySources != nil {
 		sd.PublicKeys = pl.policy.PublicKeys
 	}
@@ -403,18 +444,27 @@ type StatementDetails struct {
 	PublicKeys       map[string]string `json:"public_keys,omitempty"`
 	Parts            []Part            `json:"statement_parts"`
 	NoiseTV          float64           `json:"noise_tv_per_value"` // release.NoiseTV, per noisy value
+	Noise            string            `json:"noise"`              // the aggregates' noise: gaussian or laplace
 	EpsilonRequested float64           `json:"epsilon_requested,omitempty"`
 	DeltaRequested   float64           `json:"delta_requested,omitempty"`
 }
 
 // Part is one part of a statement's budget: the partition selection or one
-// aggregate, with its share of mu, its noise and its L2 sensitivity.
+// aggregate, with its share of mu, its noise and its L2 sensitivity; or,
+// under noise = 'laplace', an aggregate's Laplace scales, epsilons and L1
+// sensitivities (each as charged: S + g of release.LaplaceFor).
 type Part struct {
 	Part               string    `json:"part"` // selection, count, sum, avg, var_pop, stddev_pop
 	Column             string    `json:"column,omitempty"`
-	Mu                 float64   `json:"mu"`
-	Sigma              float64   `json:"sigma"`
+	Mu                 float64   `json:"mu,omitempty"`
+	Sigma              float64   `json:"sigma,omitempty"`
 	Sensitivity        float64   `json:"sensitivity"`
+	Scale              float64   `json:"scale,omitempty"`   // laplace
+	Epsilon            float64   `json:"epsilon,omitempty"` // laplace: Sensitivity/Scale
+	ScaleCount         float64   `json:"scale_count,omitempty"`
+	EpsilonCount       float64   `json:"epsilon_count,omitempty"`
+	ScaleSquares       float64   `json:"scale_squares,omitempty"`
+	EpsilonSquares     float64   `json:"epsilon_squares,omitempty"`
 	Delta              float64   `json:"delta,omitempty"`     // selection: delta_s
 	Threshold          float64   `json:"threshold,omitempty"` // selection: tau
 	Bounds             []float64 `json:"bounds,omitempty"`

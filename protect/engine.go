@@ -378,6 +378,17 @@ func releaseRows(pl *plan, groups []group, noise *release.Noise) *Result {
 			}
 		}
 	}
+	// add draws the aggregates' noise: Gaussian of sigma, or (noise =
+	// 'laplace') the rounded Laplace law l, one draw per value.
+	add := func(xs []float64, sigma float64, l release.LaplaceGrid) {
+		if !pl.laplace {
+			noise.AddGaussian(xs, sigma)
+			return
+		}
+		for i := range xs {
+			xs[i] = noise.AddLaplace(xs[i], l)
+		}
+	}
 	buf := make([]float64, len(kept))
 	for ai, a := range pl.aggs {
 		for i, g := range kept {
@@ -386,21 +397,21 @@ func releaseRows(pl *plan, groups []group, noise *release.Noise) *Result {
 				buf[i] *= a.quant
 			}
 		}
-		noise.AddGaussian(buf, a.sigma)
+		add(buf, a.sigma, a.lap)
 		var cnt, sq []float64
 		if a.needsCount() {
 			cnt = make([]float64, len(kept))
 			for i, g := range kept {
 				cnt[i] = float64(g.counts[ai])
 			}
-			noise.AddGaussian(cnt, a.sigmaCount)
+			add(cnt, a.sigmaCount, a.lapCount)
 		}
 		if a.needsSq() {
 			sq = make([]float64, len(kept))
 			for i, g := range kept {
 				sq[i] = float64(g.sqs[ai]) * a.sqQuant
 			}
-			noise.AddGaussian(sq, a.sigmaSq)
+			add(sq, a.sigmaSq, a.lapSq)
 		}
 		col := -1
 		for j, it := range pl.items {

@@ -1,7 +1,7 @@
 // Package dpselect parses the one SELECT form analysts may run over a
 // protected table, BigQuery's differential-privacy syntax:
 //
-//	SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (name = number, ...)
+//	SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (name = number | 'string', ...)
 //	       item, ...
 //	FROM table
 //	[WHERE expr]
@@ -38,10 +38,13 @@ type Statement struct {
 	Limit   int64 // -1 if absent
 }
 
-// Option is one OPTIONS entry: a lower-case name and a number.
+// Option is one OPTIONS entry: a lower-case name and a number, or a string
+// literal (IsText, as in noise = 'laplace').
 type Option struct {
-	Name  string
-	Value float64
+	Name   string
+	Value  float64
+	Text   string
+	IsText bool
 }
 
 // Aggregate names.

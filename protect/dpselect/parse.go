@@ -260,10 +260,18 @@ func (p *parser) options(st *Statement) error {
 		if err := p.expectOp("="); err != nil {
 			return err
 		}
+		if t := p.peek(); t.kind == tString {
+			p.next()
+			st.Options = append(st.Options, Option{Name: strings.ToLower(name), Text: t.text, IsText: true})
+			if !p.isOp(",") {
+				break
+			}
+			continue
+		}
 		neg := p.isOp("-")
 		t := p.next()
 		if t.kind != tNumber {
-			return &SyntaxError{Pos: t.pos, Msg: fmt.Sprintf("option %s takes a number", name)}
+			return &SyntaxError{Pos: t.pos, Msg: fmt.Sprintf("option %s takes a number or a 'string'", name)}
 		}
 		v, err := parseFloat(t.text)
 		if err != nil {

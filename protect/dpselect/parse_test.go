@@ -18,7 +18,7 @@ func TestParseIssueExample(t *testing.T) {
 	if st.Table != "patients" || len(st.Items) != 3 || len(st.GroupBy) != 1 || st.GroupBy[0] != "sex" {
 		t.Fatalf("parsed %+v", st)
 	}
-	if st.Options[0] != (Option{"mu", 0.5}) {
+	if st.Options[0] != (Option{Name: "mu", Value: 0.5}) {
 		t.Errorf("options %+v", st.Options)
 	}
 	if it := st.Items[2]; it.Agg != Avg || it.Column != "bmi" || *it.Bounds != [2]float64{10, 60} || it.Name() != "mean_bmi" {
