@@ -142,6 +142,12 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 	if err != nil {
 		return Receipt{}, fmt.Errorf("recording the charge's parameters: %w", err)
 	}
+	// Every later process re-accounts the row from these params: a detail
+	// whose key names a mechanism field (JSON matches keys case-insensitively)
+	// must not change what it accounts.
+	if err := sameAccounting(pj, c.Mechanism); err != nil {
+		return Receipt{}, err
+	}
 	// The row records the mechanism as stated (its own mu); the scope's
 	// figures count it as converted to the scope's neighbour relation.
 	row, err := appendRow(ctx, tx, Row{Kind: EventCharge, Scope: c.Scope, Mechanism: c.Mechanism.Kind, Mu: c.Mechanism.GDPMu(), Params: string(pj), Query: c.Query})

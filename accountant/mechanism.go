@@ -240,3 +240,48 @@ func (m Mechanism) GDPMu() float64 {
 	}
 	return mu
 }
+
+// accounted returns m with only the fields that its kind's accounting reads
+// (so informational fields recorded beside it, such as a scope's delta, do
+// not count as a difference).
+func (m Mechanism) accounted() Mechanism {
+	a := Mechanism{Kind: m.Kind, Steps: m.Steps, Neighbours: m.Neighbours}
+	if a.Steps == 1 {
+		a.Steps = 0
+	}
+	switch m.Kind {
+	case KindGaussian:
+		a.Mu, a.Sensitivity, a.Sigma = m.Mu, m.Sensitivity, m.Sigma
+	case KindExternal:
+		a.Mu = m.Mu
+	case KindSubsampledGaussian:
+		a.Q, a.Sigma = m.Q, m.Sigma
+	case KindLaplace:
+		a.Epsilon = m.Epsilon
+	case KindGaussianInf:
+		a.Mu, a.Delta = m.Mu, m.Delta
+	case KindComposite:
+		for _, p := range m.Parts {
+			a.Parts = append(a.Parts, p.accounted())
+		}
+	default: // the noise families and anything newer: every field counts
+		a = m
+		a.Parts = nil
+	}
+	return a
+}
+
+// sameAccounting reports an error unless params, as a later process parses
+// them, account exactly as m does.
+func sameAccounting(params []byte, m Mechanism) error {
+	got, err := ParseMechanism(params)
+	if err != nil {
+		return fmt.Errorf("recording the charge: its parameters would not re-account (%v); a detail key probably names a mechanism field", err)
+	}
+	a, _ := json.Marshal(got.accounted())
+	b, _ := json.Marshal(m.accounted())
+	if string(a) != string(b) {
+		return fmt.Errorf("recording the charge: its parameters would re-account as %s, not as the charged %s; a detail key names a mechanism field", a, b)
+	}
+	return nil
+}

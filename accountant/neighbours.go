@@ -30,6 +30,9 @@ var ErrNeighbours = errors.New("wrong neighbour relation for this scope")
 // inScope returns m as it is accounted in a scope of relation rel.
 func inScope(scope, rel string, m Mechanism) (Mechanism, error) {
 	mrel := m.Neighbours
+	if mrel == "" && m.Kind == KindComposite && len(m.Parts) > 0 {
+		mrel = m.Parts[0].Neighbours // Validate: the parts share one relation
+	}
 	if mrel == "" {
 		mrel = AddRemove
 	}

@@ -165,6 +165,9 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 				return nil, err
 			}
 			if r.Scope == FileScope {
+				if cap != nil {
+					return nil, fmt.Errorf("%w: ledger row %d is a second budget event for the file's total: a cap is set once, so a later event could only raise or move it", ErrChainBroken, r.ID)
+				}
 				cap = &b
 				continue
 			}
@@ -172,6 +175,9 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 			if s == nil {
 				s = &scopeState{}
 				f.scopes[r.Scope] = s
+			}
+			if s.budget.Mu != 0 {
+				return nil, fmt.Errorf("%w: ledger row %d is a second budget event for scope %q: a budget is created once, so a later event could only raise it or change its neighbour relation", ErrChainBroken, r.ID, r.Scope)
 			}
 			s.budget = b
 		case EventCharge:

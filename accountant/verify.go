@@ -71,6 +71,17 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 	if err := verifyTriggers(ctx, db); err != nil {
 		return rep, err
 	}
+	if v == 0 {
+		// user_version is the attacker's to set: a file with event-model
+		// columns is not a version-0 file, whatever it says.
+		var kindCols int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('dp_ledger') WHERE name IN ('kind', 'form')`).Scan(&kindCols); err != nil {
+			return rep, err
+		}
+		if kindCols > 0 {
+			return rep, fmt.Errorf("%w: the file says schema version 0 (PRAGMA user_version) but its dp_ledger has the event-model columns of version %d: the version was set back, which would skip the budget checks", ErrMismatch, SchemaVersion)
+		}
+	}
 	tb, err := tableBudgets(ctx, db)
 	if err != nil {
 		return rep, err

@@ -295,7 +295,9 @@ func (a *avgmixAgg) releaseNoisyCount(req *avgmixRequest) (string, error) {
 	}
 	rec, cerr := a.c.Charge(fn, nc.mech, details, nil)
 	if cerr != nil {
-		return "", fmt.Errorf("%w; its noisy row count could not be charged either (%v), and nothing was released", err, cerr)
+		// The release's own error may depend on the noisy count, which was
+		// not paid for: leave it out.
+		return "", fmt.Errorf("%s: the release failed after its noisy row count was drawn, and that count could not be charged either (%v); nothing was released", fn, cerr)
 	}
 	return "", fmt.Errorf("%w; the noisy row count it had drawn was charged on its own (mu_n = %.4g, ledger row %d), so that this refusal reveals nothing uncharged", err, muN, rec.ID)
 }
