@@ -295,6 +295,13 @@ func LoadBudget(ctx context.Context, q Queryer, scope string) (Budget, error) {
 // Init creates the schema (if absent) and the scope b through the ledger connection.
 func (l *Ledger) Init(ctx context.Context, b Budget) error { return Init(ctx, l.db, b) }
 
+// Budget returns a scope's budget as the chain records it, without
+// accounting what the scope spent (Remaining searches the room left, which
+// can take long on a scope of large subsampled releases).
+func (l *Ledger) Budget(ctx context.Context, scope string) (Budget, error) {
+	return LoadBudget(ctx, l.db, scope)
+}
+
 // ScopeEpsilon returns the rigorous epsilon, at delta, of everything a scope
 // has spent: the composition its budget checks use (exact GDP conversion
 // while its entries are all Gaussian), computed by this process.

@@ -165,7 +165,7 @@ func (a *avgmixAgg) request() (*avgmixRequest, error) {
 	}
 	// The budget: mu, or (epsilon, delta); calibration is rigorous (PLD) at
 	// the scope's delta for mu, at the given delta otherwise.
-	st, err := a.c.status(fn, a.c.Scope())
+	st, err := a.c.budget(fn, a.c.Scope())
 	if err != nil {
 		return nil, err
 	}

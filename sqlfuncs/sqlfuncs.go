@@ -271,6 +271,20 @@ func (c *Conn) dpInitEpsilon(args ...any) (any, error) {
 	return c.initScope(fn, b)
 }
 
+// budget returns a scope's budget (its delta, its relation) without the
+// accounting a status needs.
+func (c *Conn) budget(fn, scope string) (accountant.Budget, error) {
+	l, err := c.ledger()
+	if err != nil {
+		return accountant.Budget{}, fmt.Errorf("%s: %w", fn, err)
+	}
+	b, err := l.Budget(context.Background(), scope)
+	if err != nil {
+		return b, fmt.Errorf("%s: %w", fn, err)
+	}
+	return b, nil
+}
+
 func (c *Conn) status(fn, scope string) (accountant.Status, error) {
 	l, err := c.ledger()
 	if err != nil {
@@ -292,7 +306,7 @@ func (c *Conn) dpUseScope(args ...any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.status(fn, s); err != nil {
+	if _, err := c.budget(fn, s); err != nil {
 		return nil, err
 	}
 	c.SetScope(s)
