@@ -42,7 +42,7 @@ func holdWriteLock(path string) {
 // process, and the query completes once the lock is released.
 func TestLockWaitMessage(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("the lock holder is read from /proc/locks, which only Linux has")
+		t.Skip("unavailable here: the lock holder is read from /proc/locks, which only Linux has")
 	}
 	if testing.Short() {
 		t.Skip("-short skips the multi-process tests")

@@ -167,7 +167,7 @@ func TestStaircaseLimit(t *testing.T) {
 // is not monotone, and requiring monotonicity costs loss.
 func TestCounterexample(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the beta = 0.02 instance takes about ten seconds")
+		t.Skip("skipped with -short: the beta = 0.02 instance takes about ten seconds")
 	}
 	p := Problem{Epsilon: 3, Delta: 0.3, PerUnit: 50, Half: 60, Loss: L1}
 	free, err := Optimise(p)
