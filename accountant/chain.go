@@ -38,7 +38,7 @@ type Row struct {
 	Query     string
 	PrevHash  string
 	Hash      string
-	Kind      string // EventCharge or EventBudget ("" is read as EventCharge)
+	Kind      string // EventCharge, EventBudget or a kind of record (events.go); "" is read as EventCharge
 	Form      int    // canonical form of the hash: 0 (schema version 0 rows) or 1
 }
 
@@ -160,6 +160,10 @@ func checkChain(rows []Row) (int, error) {
 				return i, err
 			}
 			mu = b.Mu
+		case EventPolicy, EventAccount, EventOutcome:
+			if err := checkRecord(r); err != nil {
+				return i, fmt.Errorf("%w at %v", ErrChainBroken, err)
+			}
 		default:
 			return i, fmt.Errorf("row %d: unknown event kind %q", r.ID, r.Kind)
 		}

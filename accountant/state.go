@@ -205,6 +205,8 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 			tvs[r.Scope] += tv
 			lastRow[r.Scope] = r.ID
 			all = append(all, entry{r.Scope, r.ID, m, tv})
+		case EventPolicy, EventAccount, EventOutcome:
+			// Records spend nothing; checkChain checked their form.
 		default:
 			return nil, fmt.Errorf("ledger row %d: unknown event kind %q", r.ID, r.Kind)
 		}

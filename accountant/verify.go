@@ -18,6 +18,7 @@ type Report struct {
 	Rows    int  // rows of every kind whose hash and link were checked
 	Charges int  // charge events
 	Budgets int  // budget events
+	Records int  // records: events that spend nothing (policy, account, outcome)
 	Scopes  int  // scopes whose status was recomputed and compared
 	Head    Head // the head of the chain
 }
@@ -59,9 +60,12 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 	rep.Head = Head{Hash: GenesisHash}
 	for _, r := range rows {
 		rep.Head = Head{ID: r.ID, Hash: r.Hash}
-		if r.kind() == EventBudget {
+		switch {
+		case r.kind() == EventBudget:
 			rep.Budgets++
-		} else {
+		case IsRecordKind(r.kind()):
+			rep.Records++
+		default:
 			rep.Charges++
 		}
 	}

@@ -134,7 +134,11 @@ func verifyLedger(ctx context.Context, db accountant.Queryer, w io.Writer, head 
 	case err != nil:
 		return fmt.Errorf("ledger verification failed after %d good rows: %w", r.Rows, err)
 	}
-	fmt.Fprintf(w, "ledger OK: %d rows, chain intact (charges: %d, budget events: %d); triggers in place, dp_budget and dp_scope_state match the chain\n", r.Rows, r.Charges, r.Budgets)
+	records := ""
+	if r.Records > 0 {
+		records = fmt.Sprintf(", records: %d", r.Records)
+	}
+	fmt.Fprintf(w, "ledger OK: %d rows, chain intact (charges: %d, budget events: %d%s); triggers in place, dp_budget and dp_scope_state match the chain\n", r.Rows, r.Charges, r.Budgets, records)
 	fmt.Fprintf(w, "head %s\n", r.Head)
 	if n, err := protect.VerifyPolicies(ctx, db); err != nil {
 		return fmt.Errorf("policy verification failed after %d good rows: %w", n, err)
