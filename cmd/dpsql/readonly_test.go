@@ -190,7 +190,7 @@ func fileHeaderModes(t *testing.T, path string) [2]byte {
 	return [2]byte{b[18], b[19]}
 }
 
-// TestReadOnlyAudit runs budget, audit, audit verify and audit head as a user
+// TestReadOnlyAudit runs budget, audit, audit verify, audit head and export as a user
 // who can write neither the file nor its directory, on a rollback-journal
 // file, a WAL file whose -wal and -shm are present (another process holds it
 // open, with a commit not yet checkpointed), and a WAL file without -shm; the
@@ -212,6 +212,7 @@ func TestReadOnlyAudit(t *testing.T) {
 			{"audit", db, "-f", "csv"},
 			{"audit", "verify", db},
 			{"audit", "head", db},
+			{"export", db, "t", "--format", "csv"},
 		} {
 			r := as(append(args, extra...)...)
 			if r.code != 0 {
@@ -227,6 +228,8 @@ func TestReadOnlyAudit(t *testing.T) {
 				want = fmt.Sprintf("ledger OK: %d rows, chain intact", rows)
 			case "audit head":
 				want = fmt.Sprintf("%d:", rows)
+			case "export " + db:
+				want = "x\n1\n2\n3\n"
 			}
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("dpsql %s printed\n%s\nwant it to contain %q", strings.Join(args, " "), r.stdout, want)

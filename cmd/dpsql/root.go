@@ -134,7 +134,7 @@ same file. New here? Run "dpsql demo".
 	})
 	root.AddCommand(m.newProtectCmd(), m.newUnprotectCmd())
 	root.AddCommand(m.newInitCmd(), m.newQueryCmd(), m.newBudgetCmd(), m.newAuditCmd(),
-		m.newShellCmd(), m.newDemoCmd(), m.newImportCmd(), m.newVersionCmd())
+		m.newShellCmd(), m.newDemoCmd(), m.newImportCmd(), m.newExportCmd(), m.newVersionCmd())
 	return root
 }
 
