@@ -1,7 +1,9 @@
 package main
 
 import (
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -207,5 +209,27 @@ func TestPythonVerifierInCI(t *testing.T) {
 	}
 	if _, err := os.Stat(systemPython); err != nil {
 		t.Fatalf("CI lacks %s, so the standalone verifier's tests skipped: %v", systemPython, err)
+	}
+}
+
+// TestReadmeCanonicalExample keeps the README's worked example of the
+// canonical form true: its text and hash are what Row.ComputeHash computes.
+func TestReadmeCanonicalExample(t *testing.T) {
+	md, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := accountant.Row{ID: 7, At: "2026-01-02T03:04:05.123456Z", Kind: "charge", Scope: "été", Mechanism: "external", Mu: 0.1,
+		Params: `{"mechanism":"external","mu":0.1,"note":"a<b & c"}`, Query: "SELECT gdp_spend(0.1, 'a<b & c')",
+		PrevHash: strings.Repeat("ab", 32), Form: 1}
+	canon := `[1,7,"2026-01-02T03:04:05.123456Z","charge","été","external","0.10000000000000001","{\"mechanism\":\"external\",\"mu\":0.1,\"note\":\"a\u003cb \u0026 c\"}","SELECT gdp_spend(0.1, 'a\u003cb \u0026 c')","abababababababababababababababababababababababababababababababab"]`
+	sum := sha256.Sum256([]byte(canon))
+	if h := r.ComputeHash(); h != hex.EncodeToString(sum[:]) {
+		t.Fatalf("ComputeHash = %s, but the README's canonical text hashes to %x", h, sum)
+	}
+	for _, want := range []string{"\n" + canon + "\n", "and its hash is `" + r.ComputeHash() + "`"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("README.md lacks %q", want)
+		}
 	}
 }
