@@ -19,7 +19,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/dpsql/dpsql/accountant"
@@ -110,6 +112,84 @@ func DSN(path string) string {
 	q.Set("_busy_timeout", "10000")
 	q.Set("_foreign_keys", "1")
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// ReadOnlyDSN returns the DSN [OpenReadOnly] uses to read a database file
+// without writing it: SQLite's mode=ro (the file, its journal and its
+// directory are never written, and, unlike [DSN], the journal mode is left as
+// it is: reading never converts a file to WAL) and a busy timeout. With
+// immutable it adds immutable=1: SQLite then takes no locks and reads the
+// file as it is on disk, ignoring any -wal file, which is right only when no
+// process is writing the file (a copy, read-only media, a file whose -shm is
+// missing in a directory the reader cannot write).
+func ReadOnlyDSN(path string, immutable bool) string {
+	q := url.Values{}
+	q.Set("mode", "ro")
+	if immutable {
+		q.Set("immutable", "1")
+	}
+	q.Set("_busy_timeout", "10000")
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// ErrReadOnlyWAL is returned by [OpenReadOnly] for a WAL-mode file that a
+// read-only connection cannot read because its -shm file is missing (or
+// unusable) and cannot be created, typically in a directory the reader cannot
+// write. Opening it with immutable set reads it, if no process writes it and
+// it has no -wal file.
+var ErrReadOnlyWAL = errors.New("the file is in WAL mode and its -shm file, which a reader needs, is missing and cannot be created here")
+
+// ErrUncheckpointedWAL is returned by [OpenReadOnly] with immutable set when
+// the file has a non-empty -wal file: an immutable reader ignores it, and so
+// would miss the transactions it holds.
+var ErrUncheckpointedWAL = errors.New("the file has a -wal file that may hold committed transactions not yet in the file, which an immutable reader would not see")
+
+// OpenReadOnly opens the database file at path for reading only, with the
+// DSN of [ReadOnlyDSN]: nothing is created or written, whoever owns the file
+// and its directory. Its connections are go-sqlite3's without dpsql's
+// functions, since a charge would write the ledger through a connection of
+// its own: what reads a ledger (dp_budget_status, dp_ledger, the accountant's
+// verification) needs none of them. It reads the schema
+// before returning, so that a file that is not a database, or cannot be read,
+// is reported here. A WAL-mode file whose -shm file the reader can neither
+// use nor create fails with an error wrapping [ErrReadOnlyWAL] unless
+// immutable is set; with immutable set, a file with a non-empty -wal file
+// fails with [ErrUncheckpointedWAL].
+func OpenReadOnly(ctx context.Context, path string, immutable bool) (*sql.DB, error) {
+	if immutable {
+		if st, err := os.Stat(path + "-wal"); err == nil && st.Size() > 0 {
+			return nil, fmt.Errorf("opening %s immutable: %w (%s-wal, %d bytes)", path, ErrUncheckpointedWAL, path, st.Size())
+		}
+	}
+	db, err := sql.Open("sqlite3", ReadOnlyDSN(path, immutable)) // go-sqlite3's own driver
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil {
+		db.Close()
+		var se sqlite3.Error
+		if !immutable && errors.As(err, &se) && (se.Code == sqlite3.ErrCantOpen || se.Code == sqlite3.ErrReadonly) && isWAL(path) {
+			return nil, fmt.Errorf("opening %s read-only: %w (SQLite: %v)", path, ErrReadOnlyWAL, err)
+		}
+		return nil, fmt.Errorf("opening %s read-only: %w", path, err)
+	}
+	return db, nil
+}
+
+// isWAL reports whether the database file at path says it is in WAL mode:
+// bytes 18 and 19 of its header (the read and write versions) are 2.
+func isWAL(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var h [20]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil {
+		return false
+	}
+	return h[18] == 2 && h[19] == 2
 }
 
 // Open opens the database file at path with the sqlite3_dp driver; its

@@ -20,6 +20,7 @@ import (
 func (m *Main) newAuditCmd() *cobra.Command {
 	var scope string
 	var limit int
+	var immutable bool
 	cmd := &cobra.Command{
 		Use:   "audit DB",
 		Short: "List the ledger: every charge made against the budgets",
@@ -40,7 +41,7 @@ prints the chain's head, for an auditor to keep.`,
 				return usagef("audit: --limit must be >= 0, got %d", limit)
 			}
 			ctx := cmd.Context()
-			db, err := openDB(ctx, args[0], "", false)
+			db, err := openReadOnly(ctx, args[0], immutable)
 			if err != nil {
 				return err
 			}
@@ -51,6 +52,7 @@ prints the chain's head, for an auditor to keep.`,
 	cmd.Flags().StringP("format", "f", FormatTable, "output format: table, csv or json")
 	cmd.Flags().StringVarP(&scope, "scope", "s", "", "only this scope's rows")
 	cmd.Flags().IntVarP(&limit, "limit", "n", 0, "only the last n rows (0: all)")
+	immutableFlag(cmd, &immutable)
 	configured(cmd, "format")
 	cmd.AddCommand(m.newVerifyCmd(), m.newHeadCmd())
 	return cmd
@@ -58,6 +60,7 @@ prints the chain's head, for an auditor to keep.`,
 
 func (m *Main) newVerifyCmd() *cobra.Command {
 	var head string
+	var immutable bool
 	cmd := &cobra.Command{
 		Use:   "verify DB [--head ID:HASH]",
 		Short: "Check the ledger's hash chain and recompute what the file says",
@@ -85,7 +88,7 @@ someone with write access to the file from rewriting the whole chain.`,
 				want = &h
 			}
 			ctx := cmd.Context()
-			db, err := openDB(ctx, args[0], "", false)
+			db, err := openReadOnly(ctx, args[0], immutable)
 			if err != nil {
 				return err
 			}
@@ -94,11 +97,13 @@ someone with write access to the file from rewriting the whole chain.`,
 		},
 	}
 	cmd.Flags().StringVar(&head, "head", "", "a head ID:HASH the chain must still contain")
+	immutableFlag(cmd, &immutable)
 	return cmd
 }
 
 func (m *Main) newHeadCmd() *cobra.Command {
-	return &cobra.Command{
+	var immutable bool
+	cmd := &cobra.Command{
 		Use:   "head DB",
 		Short: "Print the ledger's head as ID:HASH, for an auditor to keep",
 		Long: `Print the id and hash of the ledger's last row as ID:HASH (a decimal id and 64
@@ -108,7 +113,7 @@ fails unless the chain still contains that row.`,
 		Args: nargs("DB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			db, err := openDB(ctx, args[0], "", false)
+			db, err := openReadOnly(ctx, args[0], immutable)
 			if err != nil {
 				return err
 			}
@@ -121,6 +126,8 @@ fails unless the chain still contains that row.`,
 			return nil
 		},
 	}
+	immutableFlag(cmd, &immutable)
+	return cmd
 }
 
 // errNothingToVerify is verifyLedger's answer for a database without a ledger.

@@ -12,6 +12,7 @@ import (
 )
 
 func (m *Main) newBudgetCmd() *cobra.Command {
+	var immutable bool
 	cmd := &cobra.Command{
 		Use:   "budget DB",
 		Short: "Show every budget scope: spent and remaining",
@@ -27,7 +28,7 @@ the number of ledger entries.`,
 				return err
 			}
 			ctx := cmd.Context()
-			db, err := openDB(ctx, args[0], "", false)
+			db, err := openReadOnly(ctx, args[0], immutable)
 			if err != nil {
 				return err
 			}
@@ -36,6 +37,7 @@ the number of ledger entries.`,
 		},
 	}
 	cmd.Flags().StringP("format", "f", FormatTable, "output format: table, csv or json")
+	immutableFlag(cmd, &immutable)
 	configured(cmd, "format")
 	return cmd
 }

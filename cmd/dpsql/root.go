@@ -134,7 +134,7 @@ same file. New here? Run "dpsql demo".
 	})
 	root.AddCommand(m.newProtectCmd(), m.newUnprotectCmd())
 	root.AddCommand(m.newInitCmd(), m.newQueryCmd(), m.newBudgetCmd(), m.newAuditCmd(),
-		m.newShellCmd(), m.newDemoCmd(), m.newImportCmd(), m.newVersionCmd())
+		m.newShellCmd(), m.newDemoCmd(), m.newImportCmd(), m.newExportCmd(), m.newVersionCmd())
 	return root
 }
 
@@ -299,6 +299,41 @@ func nargs(names ...string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// openReadOnly opens the existing database file at path for reading only
+// (budget, audit, export): nothing is created or written and the journal mode
+// is left alone, so that an auditor can read a file, in a directory, that
+// they cannot write. immutable (the --immutable flag) reads a WAL-mode file
+// whose -shm file is missing without any locking.
+func openReadOnly(ctx context.Context, path string, immutable bool) (*sql.DB, error) {
+	if path == "" {
+		return nil, usagef("the database path is empty")
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && st.IsDir():
+		return nil, fmt.Errorf("%s is a directory, not a database file", path)
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("no database file at %s (create one with `dpsql init %s --mu 1`)", path, path)
+	case err != nil:
+		return nil, err
+	}
+	db, err := ext.OpenReadOnly(ctx, path, immutable)
+	switch {
+	case errors.Is(err, ext.ErrReadOnlyWAL):
+		return nil, fmt.Errorf("%w. If no process is writing %s, add --immutable to read it as it is on disk; "+
+			"otherwise copy %s and its -wal file, if any, into a directory you can write and run the command on the copy", err, path, path)
+	case errors.Is(err, ext.ErrUncheckpointedWAL):
+		return nil, fmt.Errorf("%w. Copy %s and %s-wal into a directory you can write and run the command on the copy, without --immutable, "+
+			"or have the file's owner checkpoint it: sqlite3 %s 'PRAGMA wal_checkpoint(TRUNCATE)'", err, path, path, path)
+	}
+	return db, err
+}
+
+// immutableFlag adds --immutable, read by openReadOnly, to a read-only command.
+func immutableFlag(cmd *cobra.Command, v *bool) {
+	cmd.Flags().BoolVar(v, "immutable", false, "read the file as it is on disk, without locks (only when no process is writing it: a WAL file whose -shm is missing in a directory you cannot write)")
 }
 
 // openDB opens the database file at path with every dpsql SQL function; the

@@ -11,6 +11,9 @@ import (
 
 // TestMain isolates the tests from the user's configuration and history.
 func TestMain(m *testing.M) {
+	if os.Getenv(asDpsqlEnv) == "1" { // a copy of this binary run as the dpsql command (readonly_test.go)
+		os.Exit(NewMain().Exec(context.Background(), os.Args[1:]))
+	}
 	if path := os.Getenv("DPSQL_TEST_HOLD_LOCK"); path != "" {
 		holdWriteLock(path) // the other process of TestLockWaitMessage
 		os.Exit(0)

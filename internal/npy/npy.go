@@ -1,5 +1,6 @@
 // Package npy reads NumPy .npy arrays row by row, for dpsql import and
-// dpsql-beam, and encodes them as numpy.save does, for tests and examples.
+// dpsql-beam, and encodes them as numpy.save does, for dpsql export, tests
+// and examples.
 package npy
 
 import (
@@ -475,6 +476,14 @@ func abbrev(s string, n int) string {
 // header dict padded with spaces to a multiple of 64 bytes and ended by a
 // newline, then data (C order, in the byte order descr names).
 func Encode(descr string, shape []int, data []byte) []byte {
+	return append(Header(descr, shape), data...)
+}
+
+// Header returns the bytes numpy.save writes before an array's data: the
+// magic, version 1.0 and the header dict padded with spaces to a multiple of
+// 64 bytes and ended by a newline. A writer that streams the data (C order,
+// in the byte order descr names) writes it after these.
+func Header(descr string, shape []int) []byte {
 	dims := make([]string, len(shape))
 	for i, d := range shape {
 		dims[i] = strconv.Itoa(d)
@@ -487,12 +496,11 @@ func Encode(descr string, shape []int, data []byte) []byte {
 	const pre = 10
 	hl := len(dict) + 1
 	hl += (64 - (pre+hl)%64) % 64
-	b := make([]byte, 0, pre+hl+len(data))
+	b := make([]byte, 0, pre+hl)
 	b = append(b, Magic...)
 	b = append(b, 1, 0)
 	b = binary.LittleEndian.AppendUint16(b, uint16(hl))
 	b = append(b, dict...)
 	b = append(b, strings.Repeat(" ", hl-len(dict)-1)...)
-	b = append(b, '\n')
-	return append(b, data...)
+	return append(b, '\n')
 }
