@@ -24,6 +24,9 @@ type Engine struct {
 	path string
 	db   *sql.DB
 	refs int // holders (EngineFor calls not yet Released)
+	// policies are replayed from the chain's policy records, memoised by
+	// its head; dp_policy is never read.
+	policies policyMemo
 }
 
 var (
@@ -110,9 +113,9 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 	if err != nil {
 		return nil, &Refusal{Msg: err.Error()}
 	}
-	policies, err := LoadPolicies(ctx, conn)
+	policies, err := e.policies.load(ctx, conn)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the protection policies: %w", err)
 	}
 	b, err := accountant.LoadBudget(ctx, conn, scope)
 	if err != nil {

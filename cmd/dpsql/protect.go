@@ -30,7 +30,8 @@ declares a public table listing COL's values: a GROUP BY on such columns
 releases every listed key and no other, without partition selection. Analyst connections
 (dpsql query --analyst, ext.OpenAnalyst) then read TABLE only through
 SELECT WITH DIFFERENTIAL_PRIVACY. Protecting a protected table replaces its
-policy. Each change is appended to the hash-chained dp_policy_log.`,
+policy. Each change is a policy record in the ledger's hash chain (dp_ledger,
+kind 'policy'), which dpsql audit verify replays against dp_policy.`,
 		Example: `  dpsql protect clinic.db patients --privacy-unit pid --max-groups 1 --bounds bmi=10:60`,
 		Args:    nargs("DB", "TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
