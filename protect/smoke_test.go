@@ -2,8 +2,8 @@ package protect_test
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
