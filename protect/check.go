@@ -12,11 +12,25 @@ import (
 	"github.com/dpsql/dpsql/release"
 )
 
-// SelectionDeltaShare is the share of the reference delta (the statement's
-// delta, or the scope's when the statement gives mu) that a GROUP BY's
-// private partition selection spends: delta_s = SelectionDeltaShare * delta.
-// A group held by one person is released with probability at most delta_s.
-const SelectionDeltaShare = 0.01
+// SelectionDeltaShare is the default share of the reference delta (the
+// statement's delta, or the scope's when the statement gives mu) that a
+// GROUP BY's private partition selection spends: delta_s =
+// SelectionDeltaShare * delta, unless OPTIONS selection_delta sets it. A
+// group held by one person is released with probability at most delta_s.
+const SelectionDeltaShare = 0.001
+
+// SelectionDeltaPool is the share of a scope's delta that the partition
+// selections of all its statements may spend together (each spends its
+// delta_s at +infinity, for good): a statement whose delta_s would take the
+// scope's selections beyond it is refused before anything is read, so the
+// Gaussian parts always keep the rest.
+const SelectionDeltaPool = 0.5
+
+// rowsBound is a public bound on the groups of any GROUP BY: SQLite's
+// largest number of rows in a table, 2^64. A partition selection draws one
+// noisy value per group present in the data, a number that is not public;
+// the sampler's error it records (noise_tv) is taken at this bound.
+const rowsBound = 0x1p64
 
 // safeFunctions may appear in WHERE: none of them can fail, whatever its
 // input, and none returns a value longer than its input (so "string or blob
@@ -161,10 +175,14 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 				return nil, refusef("max_groups_contributed must be an integer in [1, %d] (the policy's max_groups)", pl.policy.MaxGroups)
 			}
 			pl.maxGroups = int(o.Value)
+		case "selection_delta":
+			if !(o.Value > 0 && o.Value < 1) {
+				return nil, refusef("selection_delta must lie in (0, 1), got %v", o.Value)
+			}
 		case "privacy_unit_column":
 			return nil, refusef("the privacy unit is set by the owner's policy, not by OPTIONS")
 		default:
-			return nil, refusef("unknown option %q: OPTIONS takes mu, or epsilon and delta, max_groups_contributed and noise", o.Name)
+			return nil, refusef("unknown option %q: OPTIONS takes mu, or epsilon and delta, max_groups_contributed, selection_delta and noise", o.Name)
 		}
 	}
 	switch {
@@ -303,6 +321,18 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	if selection {
 		pl.deltaS = SelectionDeltaShare * ref
 	}
+	if seen["selection_delta"] {
+		d := optionValue(st, "selection_delta")
+		switch {
+		case !selection && len(pl.keys) > 0:
+			return nil, refusef("selection_delta: every GROUP BY column has public keys, so there is no partition selection to pay for")
+		case !selection:
+			return nil, refusef("selection_delta applies to a GROUP BY (its partition selection); this statement has none")
+		case seen["delta"] && !(d <= delta/2):
+			return nil, refusef("selection_delta %v must be at most half the statement's delta %v (the rest pays the aggregates)", d, delta)
+		}
+		pl.deltaS = d
+	}
 	if !seen["mu"] {
 		// (epsilon, delta): the statement's loss is a Gaussian shifted by
 		// eta = -log(1-delta_s), plus delta_s at +infinity.
@@ -430,8 +460,50 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	if seen["epsilon"] {
 		sd.EpsilonRequested, sd.DeltaRequested = eps, delta
 	}
+	// The Gaussian sampler's error: NoiseTV per value it draws (the rounded
+	// Laplace sampler is exact). Groups: one without GROUP BY, every key
+	// combination with public keys (set again once they are read), else a
+	// public bound.
+	groups := 1.0
+	if selection {
+		groups = rowsBound
+	}
+	sd.NoiseTVValues = pl.gaussianValues(groups)
+	sd.NoiseTVTotal = sd.NoiseTVValues * release.NoiseTV
 	pl.details = sd.fields()
 	return pl, nil
+}
+
+// optionValue returns the value of a numeric option of st.
+func optionValue(st *dpselect.Statement, name string) float64 {
+	for _, o := range st.Options {
+		if o.Name == name {
+			return o.Value
+		}
+	}
+	return 0
+}
+
+// gaussianValues returns a bound on the values the Gaussian sampler draws
+// for a statement over at most groups groups: per group, the selection's
+// noisy count and (noise = 'gaussian') each aggregate's noisy values.
+func (pl *plan) gaussianValues(groups float64) float64 {
+	per := 0.0
+	if pl.sigmaSel > 0 {
+		per++
+	}
+	if !pl.laplace {
+		for _, a := range pl.aggs {
+			per++
+			if a.needsCount() {
+				per++
+			}
+			if a.needsSq() {
+				per++
+			}
+		}
+	}
+	return groups * per
 }
 
 // StatementDetails is what a protected-mode charge records in its ledger
@@ -443,7 +515,9 @@ type StatementDetails struct {
 	MaxRows          int               `json:"max_rows"`
 	PublicKeys       map[string]string `json:"public_keys,omitempty"`
 	Parts            []Part            `json:"statement_parts"`
-	NoiseTV          float64           `json:"noise_tv_per_value"` // release.NoiseTV, per noisy value
+	NoiseTV          float64           `json:"noise_tv_per_value"` // release.NoiseTV, per value the Gaussian sampler draws
+	NoiseTVValues    float64           `json:"noise_tv_values"`    // a public bound on the values the Gaussian sampler draws
+	NoiseTVTotal     float64           `json:"noise_tv"`           // NoiseTVValues * NoiseTV, paid from delta by the accountant
 	Noise            string            `json:"noise"`              // the aggregates' noise: gaussian or laplace
 	EpsilonRequested float64           `json:"epsilon_requested,omitempty"`
 	DeltaRequested   float64           `json:"delta_requested,omitempty"`

@@ -130,8 +130,26 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 		}
 	}
 	pl, err := checkStatement(st, policies, cols, b.Delta)
-	if err != nil || pl.keySources == nil {
-		return pl, err
+	if err != nil {
+		return nil, err
+	}
+	if pl.deltaS > 0 {
+		spent, err := selectionSpent(ctx, conn, scope)
+		if err != nil {
+			return nil, fmt.Errorf("reading the scope's partition selections: %w", err)
+		}
+		pool := SelectionDeltaPool * b.Delta
+		if spent+pl.deltaS > pool {
+			if room := pool - spent; room > 0 {
+				return nil, refusef("partition selection: the statements of scope %q have spent delta %.3g of the %.3g their selections may spend (half the scope's delta %g), and this one's delta_s = %.3g does not fit: give OPTIONS selection_delta <= %.3g, or GROUP BY columns with public keys (no selection)",
+					scope, spent, pool, b.Delta, pl.deltaS, room)
+			}
+			return nil, refusef("partition selection: the statements of scope %q have spent delta %.3g, all that their selections may spend (half the scope's delta %g): GROUP BY only columns with public keys, or ask the owner for a new scope",
+				scope, spent, b.Delta)
+		}
+	}
+	if pl.keySources == nil {
+		return pl, nil
 	}
 	// Public keys: read the declared key lists (public tables).
 	combos := 1
@@ -160,7 +178,21 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 		}
 		pl.keyValues = append(pl.keyValues, vals)
 	}
+	pl.details["noise_tv_values"] = pl.gaussianValues(float64(combos))
+	pl.details["noise_tv"] = pl.gaussianValues(float64(combos)) * release.NoiseTV
 	return pl, nil
+}
+
+// selectionSpent returns the delta the scope's charges have spent at
+// +infinity (their gaussian_inf entries and parts: partition selections).
+func selectionSpent(ctx context.Context, conn *sql.Conn, scope string) (float64, error) {
+	var spent float64
+	err := conn.QueryRowContext(ctx, `SELECT coalesce((SELECT sum(json_extract(params, '$.delta')) FROM main.dp_ledger
+		WHERE kind = 'charge' AND scope = ?1 AND json_extract(params, '$.mechanism') = 'gaussian_inf'), 0)
+		+ coalesce((SELECT sum(json_extract(p.value, '$.delta')) FROM main.dp_ledger, json_each(dp_ledger.params, '$.parts') AS p
+		WHERE kind = 'charge' AND scope = ?1 AND json_extract(params, '$.mechanism') = 'composite'
+		AND json_extract(p.value, '$.mechanism') = 'gaussian_inf'), 0)`, scope).Scan(&spent)
+	return spent, err
 }
 
 // maxKeyCombinations caps the groups a GROUP BY over public keys releases.
