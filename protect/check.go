@@ -52,6 +52,12 @@ var ruleFunctions = []string{"count", "sum", "max", "min", "round", "typeof", "r
 type aggPlan struct {
 	kind   string  // COUNT, SUM, AVG
 	column string  // "" for COUNT(*)
+	// numericCompare: the column's declared type is known not to give it
+	// TEXT affinity (no CHAR, CLOB or TEXT in it), so comparing it with a
+	// number compares numbers as numbers and puts text and blobs after
+	// them; the rewrite then tests bounds with comparisons instead of
+	// typeof(). Unset (unknown), the rewrite tests typeof().
+	numericCompare bool
 	lo, hi float64 // clamping bounds (SUM, AVG)
 	mid    float64 // AVG: values are centred on (lo+hi)/2
 	quant  float64 // fixed-point quantum of SUM/AVG values (a power of two)

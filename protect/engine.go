@@ -80,6 +80,14 @@ type Result struct {
 // Query checks, charges and runs one DP SELECT against scope. A refused
 // statement (a *Refusal, or a syntax error) reads nothing and charges
 // nothing. The charge is committed before any noise is drawn.
+//
+// The charge depends on the plan alone (the statement, the policy, the
+// scope), never on the data, so it runs while the rewritten SQL reads the
+// table: its accounting (the PLD of the selection's gaussian_inf part) costs
+// about as much as a GROUP BY over 10^5 rows, and two cores do both at once.
+// If the charge is refused, the read is cancelled and nothing is released;
+// if the read fails after the charge committed, the budget is spent and
+// nothing is released (the error says so).
 func (e *Engine) Query(ctx context.Context, scope, query string) (*Result, error) {
 	conn, err := e.db.Conn(ctx)
 	if err != nil {
@@ -90,19 +98,32 @@ func (e *Engine) Query(ctx context.Context, scope, query string) (*Result, error
 	if err != nil {
 		return nil, err
 	}
-	groups, err := e.read(ctx, conn, pl)
-	if err != nil {
-		return nil, err
-	}
 	l, err := accountant.OpenLedger(e.path)
 	if err != nil {
 		return nil, err
 	}
+	readCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type readResult struct {
+		groups []group
+		err    error
+	}
+	done := make(chan readResult, 1)
+	go func() {
+		g, err := e.read(readCtx, conn, pl)
+		done <- readResult{g, err}
+	}()
 	rc, err := l.Charge(ctx, accountant.Charge{Scope: scope, Mechanism: pl.mech, Details: pl.details, Query: query}, nil)
 	if err != nil {
+		cancel()
+		<-done
 		return nil, err
 	}
-	res := releaseRows(pl, groups, release.NewNoise())
+	r := <-done
+	if r.err != nil {
+		return nil, fmt.Errorf("the statement was charged (ledger row %d) but reading the table failed, so nothing is released: %w", rc.ID, r.err)
+	}
+	res := releaseRows(pl, r.groups, release.NewNoise())
 	res.Receipt = rc
 	return res, nil
 }
@@ -131,6 +152,9 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 	}
 	pl, err := checkStatement(st, policies, cols, b.Delta)
 	if err != nil {
+		return nil, err
+	}
+	if err := setNumericCompare(ctx, conn, pl); err != nil {
 		return nil, err
 	}
 	if pl.deltaS > 0 {
@@ -181,6 +205,31 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 	pl.details["noise_tv_values"] = pl.gaussianValues(float64(combos))
 	pl.details["noise_tv"] = pl.gaussianValues(float64(combos)) * release.NoiseTV
 	return pl, nil
+}
+
+// setNumericCompare marks the aggregates whose column's declared type does
+// not give it TEXT affinity (see aggPlan.numericCompare).
+func setNumericCompare(ctx context.Context, conn *sql.Conn, pl *plan) error {
+	rows, err := conn.QueryContext(ctx, `SELECT name, upper(type) FROM pragma_table_info(?, 'main')`, pl.table)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	numeric := map[string]bool{}
+	for rows.Next() {
+		var n, typ string
+		if err := rows.Scan(&n, &typ); err != nil {
+			return err
+		}
+		numeric[n] = !strings.Contains(typ, "CHAR") && !strings.Contains(typ, "CLOB") && !strings.Contains(typ, "TEXT")
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i := range pl.aggs {
+		pl.aggs[i].numericCompare = numeric[pl.aggs[i].column]
+	}
+	return nil
 }
 
 // selectionSpent returns the delta the scope's charges have spent at

@@ -2,6 +2,7 @@ package protect
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -28,24 +29,62 @@ import (
 
 func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
+// roundHalfAway rounds as SQLite's round(x) does: half away from zero.
+func roundHalfAway(x float64) int64 { return int64(math.Round(x)) }
+
+// numberGuard is true exactly for the rows whose value of column c is an
+// INTEGER or REAL (NaN is stored as NULL; infinities are numbers). On a
+// column without TEXT affinity it is two comparisons with the infinities
+// (NULL compares to NULL, text and blobs sort after every number), much
+// cheaper than typeof(); a TEXT-affinity column would compare them as text,
+// so there it is typeof().
+func numberGuard(c string, text bool) string {
+	if text {
+		return fmt.Sprintf("typeof(%s) IN ('integer', 'real')", c)
+	}
+	return fmt.Sprintf("%s BETWEEN -9e999 AND 9e999", c)
+}
+
+// fixedPoint returns the SQL of f(clamp(x)) in units of 1/scale, rounded
+// half away from zero to an INTEGER, NULL when x is not a number: sq false
+// gives f(y) = y - mid, sq true f(y) = (y - mid)^2 - sqMid. On a column
+// without TEXT affinity the bounds are tested first, so that the rows beyond
+// them (and only numbers get there) take a constant computed here, and only
+// the rows inside pay for the arithmetic.
+func fixedPoint(a aggPlan, sq bool, scale float64) string {
+	c := dpselect.QuoteIdent(a.column)
+	f := func(y string) string {
+		if a.needsCount() {
+			y = fmt.Sprintf("(%s - %s)", y, num(a.mid))
+		}
+		if sq {
+			y = fmt.Sprintf("(%s * %s - %s)", y, y, num(a.sqMid))
+		}
+		return fmt.Sprintf("CAST(round(%s * %s) AS INTEGER)", y, num(scale))
+	}
+	if !a.numericCompare {
+		return fmt.Sprintf("CASE WHEN %s THEN %s END", numberGuard(c, true), f(fmt.Sprintf("max(%s, min(%s, %s))", num(a.lo), num(a.hi), c)))
+	}
+	fv := func(y float64) int64 {
+		if a.needsCount() {
+			y -= a.mid
+		}
+		if sq {
+			y = y*y - a.sqMid
+		}
+		return roundHalfAway(y * scale)
+	}
+	return fmt.Sprintf("CASE WHEN %[1]s >= %[2]s THEN CASE WHEN %[1]s <= 9e999 THEN %[4]d END WHEN %[1]s <= %[3]s THEN CASE WHEN %[1]s >= -9e999 THEN %[5]d END ELSE %[6]s END",
+		c, num(a.hi), num(a.lo), fv(a.hi), fv(a.lo), f(c))
+}
+
 // valueExpr is the fixed-point value of aggregate a for one row, NULL when the
 // row's value is dropped.
-func valueExpr(a aggPlan) string {
-	c := dpselect.QuoteIdent(a.column)
-	clamped := fmt.Sprintf("max(%s, min(%s, %s))", num(a.lo), num(a.hi), c)
-	if a.needsCount() {
-		clamped = fmt.Sprintf("(%s - %s)", clamped, num(a.mid))
-	}
-	return fmt.Sprintf("CASE WHEN typeof(%s) IN ('integer', 'real') THEN CAST(round(%s * %s) AS INTEGER) END", c, clamped, num(1/a.quant))
-}
+func valueExpr(a aggPlan) string { return fixedPoint(a, false, 1/a.quant) }
 
 // squareExpr is the fixed-point square of the centred value (VAR_POP,
 // STDDEV_POP), itself centred on sqMid, NULL when the value is dropped.
-func squareExpr(a aggPlan) string {
-	c := dpselect.QuoteIdent(a.column)
-	y := fmt.Sprintf("(max(%s, min(%s, %s)) - %s)", num(a.lo), num(a.hi), c, num(a.mid))
-	return fmt.Sprintf("CASE WHEN typeof(%s) IN ('integer', 'real') THEN CAST(round((%s * %s - %s) * %s) AS INTEGER) END", c, y, y, num(a.sqMid), num(1/a.sqQuant))
-}
+func squareExpr(a aggPlan) string { return fixedPoint(a, true, 1/a.sqQuant) }
 
 // rewrite returns the SQLite SQL of a plan.
 func rewrite(pl *plan) string {
@@ -82,8 +121,7 @@ func rewrite(pl *plan) string {
 				v := valueExpr(a)
 				fmt.Fprintf(&b, ", coalesce(sum(%s), 0)", v)
 				if a.needsCount() {
-					c := dpselect.QuoteIdent(a.column)
-					fmt.Fprintf(&b, ", count(CASE WHEN typeof(%s) IN ('integer', 'real') THEN 1 END)", c)
+					fmt.Fprintf(&b, ", count(%s OR NULL)", numberGuard(dpselect.QuoteIdent(a.column), !a.numericCompare))
 				}
 				if a.needsSq() {
 					fmt.Fprintf(&b, ", coalesce(sum(%s), 0)", squareExpr(a))
