@@ -50,18 +50,18 @@ var ruleFunctions = []string{"count", "sum", "max", "min", "round", "typeof", "r
 
 // aggPlan is one DP aggregate of a statement.
 type aggPlan struct {
-	kind   string  // COUNT, SUM, AVG
-	column string  // "" for COUNT(*)
+	kind   string // COUNT, SUM, AVG
+	column string // "" for COUNT(*)
 	// numericCompare: the column's declared type is known not to give it
 	// TEXT affinity (no CHAR, CLOB or TEXT in it), so comparing it with a
 	// number compares numbers as numbers and puts text and blobs after
 	// them; the rewrite then tests bounds with comparisons instead of
 	// typeof(). Unset (unknown), the rewrite tests typeof().
 	numericCompare bool
-	lo, hi float64 // clamping bounds (SUM, AVG)
-	mid    float64 // AVG: values are centred on (lo+hi)/2
-	quant  float64 // fixed-point quantum of SUM/AVG values (a power of two)
-	mu     float64 // this aggregate's share of the statement's mu
+	lo, hi         float64 // clamping bounds (SUM, AVG)
+	mid            float64 // AVG: values are centred on (lo+hi)/2
+	quant          float64 // fixed-point quantum of SUM/AVG values (a power of two)
+	mu             float64 // this aggregate's share of the statement's mu
 	// sigmas and L2 sensitivities: the value (count, or sum in units of
 	// quant) and, for AVG, the count.
 	sigma, sens           float64
