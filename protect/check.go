@@ -26,6 +26,11 @@ const SelectionDeltaShare = 0.001
 // Gaussian parts always keep the rest.
 const SelectionDeltaPool = 0.5
 
+// MedianBuckets is the number of equal buckets between a MEDIAN's bounds:
+// the median is read off a noisy histogram of the group's values, to within
+// (hi - lo)/MedianBuckets plus what the noise moves.
+const MedianBuckets = 128
+
 // rowsBound is a public bound on the groups of any GROUP BY: SQLite's
 // largest number of rows in a table, 2^64. A partition selection draws one
 // noisy value per group present in the data, a number that is not public;
@@ -254,7 +259,7 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 				}
 			}
 			if idx < 0 {
-				return nil, refusef("column %s is neither a GROUP BY key nor inside a DP aggregate: only group keys and COUNT/SUM/AVG may be selected", it.Column)
+				return nil, refusef("column %s is neither a GROUP BY key nor inside a DP aggregate: only group keys and DP aggregates (COUNT, SUM, AVG, VAR_POP, STDDEV_POP, MEDIAN) may be selected", it.Column)
 			}
 			pl.items = append(pl.items, -1-idx)
 			continue
@@ -284,7 +289,7 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 		pl.aggs = append(pl.aggs, a)
 	}
 	if len(pl.aggs) == 0 {
-		return nil, refusef("a DP SELECT needs at least one aggregate (COUNT, SUM or AVG); group keys alone are not released")
+		return nil, refusef("a DP SELECT needs at least one aggregate (COUNT, SUM, AVG, VAR_POP, STDDEV_POP or MEDIAN); group keys alone are not released")
 	}
 	for _, o := range st.OrderBy {
 		if o.Pos == 0 && !names[strings.ToLower(o.Name)] {
@@ -372,6 +377,11 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 		details = append(details, Part{Part: "selection", Mu: part, Sigma: pl.sigmaSel, Sensitivity: g, Delta: pl.deltaS, Threshold: pl.tau})
 	}
 	if pl.laplace {
+		for _, a := range pl.aggs {
+			if a.kind == dpselect.Median {
+				return nil, refusef("MEDIAN takes Gaussian noise only: leave out noise = 'laplace'")
+			}
+		}
 		d, err := pl.planLaplace(eps, delta)
 		if err != nil {
 			return nil, err
@@ -390,6 +400,15 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 			a.sigma = a.sens / part
 			if release.Grid(a.sigma) > 1 {
 				return nil, refusef("mu %v is too small for COUNT (its noise would exceed 2^16)", mu)
+			}
+		case dpselect.Median:
+			// A histogram of MedianBuckets counts per group: a person's
+			// max_rows rows move one group's histogram by at most max_rows
+			// in L2, in at most max_groups groups.
+			a.sens = r * g
+			a.sigma = a.sens / part
+			if release.Grid(a.sigma) > 1 {
+				return nil, refusef("mu %v is too small for MEDIAN (its noise would exceed 2^16)", mu)
 			}
 		default: // SUM, AVG, VAR_POP, STDDEV_POP
 			m := part
@@ -437,7 +456,11 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 			}
 		}
 		d := Part{Part: strings.ToLower(a.kind), Column: a.column, Mu: part, Sigma: a.sigma, Sensitivity: a.sens}
-		if a.kind != dpselect.Count {
+		switch a.kind {
+		case dpselect.Count:
+		case dpselect.Median:
+			d.Bounds, d.Buckets = []float64{a.lo, a.hi}, MedianBuckets
+		default:
 			d.Bounds, d.Quantum = []float64{a.lo, a.hi}, a.quant
 		}
 		if a.needsCount() {
@@ -500,6 +523,10 @@ func (pl *plan) gaussianValues(groups float64) float64 {
 	}
 	if !pl.laplace {
 		for _, a := range pl.aggs {
+			if a.kind == dpselect.Median {
+				per += MedianBuckets
+				continue
+			}
 			per++
 			if a.needsCount() {
 				per++
@@ -549,6 +576,7 @@ type Part struct {
 	Threshold          float64   `json:"threshold,omitempty"` // selection: tau
 	Bounds             []float64 `json:"bounds,omitempty"`
 	Quantum            float64   `json:"quantum,omitempty"`
+	Buckets            int       `json:"buckets,omitempty"` // median: the histogram's buckets
 	SigmaCount         float64   `json:"sigma_count,omitempty"`
 	SensitivityCount   float64   `json:"sensitivity_count,omitempty"`
 	SigmaSquares       float64   `json:"sigma_squares,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -110,7 +111,7 @@ func (e *Engine) Query(ctx context.Context, scope, query string) (*Result, error
 	}
 	done := make(chan readResult, 1)
 	go func() {
-		g, err := e.read(readCtx, conn, pl)
+		g, err := e.readAll(readCtx, conn, pl)
 		done <- readResult{g, err}
 	}()
 	rc, err := l.Charge(ctx, accountant.Charge{Scope: scope, Mechanism: pl.mech, Details: pl.details, Query: query}, nil)
@@ -251,19 +252,20 @@ const maxKeyCombinations = 1000000
 type group struct {
 	keys    []any
 	persons int64
-	vals    []int64 // per aggregate: count or fixed-point sum
-	counts  []int64 // per aggregate: the count of values (AVG, VAR_POP, STDDEV_POP)
-	sqs     []int64 // per aggregate: fixed-point sum of centred squares (VAR_POP, STDDEV_POP)
+	vals    []int64   // per aggregate: count or fixed-point sum
+	counts  []int64   // per aggregate: the count of values (AVG, VAR_POP, STDDEV_POP)
+	sqs     []int64   // per aggregate: fixed-point sum of centred squares (VAR_POP, STDDEV_POP)
+	hists   [][]int64 // per aggregate: MEDIAN's histogram, nil when empty
 }
 
 func newGroup(keys []any, aggs int) group {
-	return group{keys: keys, vals: make([]int64, aggs), counts: make([]int64, aggs), sqs: make([]int64, aggs)}
+	return group{keys: keys, vals: make([]int64, aggs), counts: make([]int64, aggs), sqs: make([]int64, aggs), hists: make([][]int64, aggs)}
 }
 
-// read runs the rewritten SQL under an authorizer that allows exactly the
-// reads the checker approved.
-func (e *Engine) read(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, error) {
-	text := rewrite(pl)
+// authorized runs f with conn under an authorizer that allows exactly the
+// reads the checker approved: the statement's columns of its table, the
+// public key tables, the WHERE functions and the rewrite's own.
+func authorized(conn *sql.Conn, pl *plan, f func(denied *string) error) error {
 	var denied string
 	auth := func(op int, a1, a2, a3 string) int {
 		switch op {
@@ -297,13 +299,92 @@ func (e *Engine) read(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, e
 		})
 	}
 	if err := setAuth(auth); err != nil {
-		return nil, err
+		return err
 	}
 	defer setAuth(nil)
+	return f(&denied)
+}
+
+// readAll reads the main statement's groups and, for each MEDIAN, its
+// histograms, attached to the groups of the data.
+func (e *Engine) readAll(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, error) {
+	groups, err := e.read(ctx, conn, pl)
+	if err != nil {
+		return nil, err
+	}
+	for ai, a := range pl.aggs {
+		if a.kind != dpselect.Median {
+			continue
+		}
+		h, err := e.readHistogram(ctx, conn, pl, a)
+		if err != nil {
+			return nil, err
+		}
+		for i := range groups {
+			groups[i].hists[ai] = h[canonKey(groups[i].keys)]
+		}
+	}
+	return groups, nil
+}
+
+// readHistogram runs a MEDIAN's histogram query; it returns the histograms
+// by canonKey of the group keys.
+func (e *Engine) readHistogram(ctx context.Context, conn *sql.Conn, pl *plan, a aggPlan) (map[string][]int64, error) {
+	out := map[string][]int64{}
+	err := authorized(conn, pl, func(denied *string) error {
+		rows, err := conn.QueryContext(ctx, rewriteHistogram(pl, a))
+		if err != nil {
+			if *denied != "" {
+				return fmt.Errorf("protect: internal error, the histogram query asked for a read the checker did not approve (%s): %w", *denied, err)
+			}
+			return fmt.Errorf("protect: running the histogram query: %w", err)
+		}
+		defer rows.Close()
+		nk := len(pl.keys)
+		dest := make([]any, nk+2)
+		ptrs := make([]any, len(dest))
+		for i := range dest {
+			ptrs[i] = &dest[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				return err
+			}
+			b, n := asInt(dest[nk]), asInt(dest[nk+1])
+			if b < 0 || b >= MedianBuckets {
+				return fmt.Errorf("protect: internal error, histogram bucket %d out of range", b)
+			}
+			k := canonKey(dest[:nk])
+			h := out[k]
+			if h == nil {
+				h = make([]int64, MedianBuckets)
+				out[k] = h
+			}
+			h[b] += n
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// read runs the rewritten SQL under an authorizer that allows exactly the
+// reads the checker approved.
+func (e *Engine) read(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, error) {
+	text := rewrite(pl)
+	var out []group
+	err := authorized(conn, pl, func(denied *string) error {
+		var err error
+		out, err = e.readRows(ctx, conn, pl, text, denied)
+		return err
+	})
+	return out, err
+}
+
+func (e *Engine) readRows(ctx context.Context, conn *sql.Conn, pl *plan, text string, denied *string) ([]group, error) {
 	rows, err := conn.QueryContext(ctx, text)
 	if err != nil {
-		if denied != "" {
-			return nil, fmt.Errorf("protect: internal error, the rewritten statement asked for a read the checker did not approve (%s): %w", denied, err)
+		if *denied != "" {
+			return nil, fmt.Errorf("protect: internal error, the rewritten statement asked for a read the checker did not approve (%s): %w", *denied, err)
 		}
 		return nil, fmt.Errorf("protect: running the rewritten statement: %w", err)
 	}
@@ -475,6 +556,20 @@ func releaseRows(pl *plan, groups []group, noise *release.Noise) *Result {
 	}
 	buf := make([]float64, len(kept))
 	for ai, a := range pl.aggs {
+		if a.kind == dpselect.Median {
+			col := slices.Index(pl.items, ai)
+			hist := make([]float64, len(kept)*MedianBuckets)
+			for i, g := range kept {
+				for b, n := range g.hists[ai] { // nil: an empty histogram
+					hist[i*MedianBuckets+b] = float64(n)
+				}
+			}
+			noise.AddGaussian(hist, a.sigma)
+			for i := range kept {
+				out[i][col] = medianOf(hist[i*MedianBuckets:(i+1)*MedianBuckets], a.lo, a.hi)
+			}
+			continue
+		}
 		for i, g := range kept {
 			buf[i] = float64(g.vals[ai])
 			if a.kind != dpselect.Count {
@@ -532,6 +627,30 @@ func releaseRows(pl *plan, groups []group, noise *release.Noise) *Result {
 	}
 	res.Rows = out
 	return res
+}
+
+// medianOf reads the median off a noisy histogram of equal buckets between
+// lo and hi (post-processing): negative counts count as 0, and within the
+// bucket where the cumulative count reaches half the total the values are
+// taken as spread evenly. An empty histogram gives the midpoint.
+func medianOf(h []float64, lo, hi float64) float64 {
+	total := 0.0
+	for _, c := range h {
+		total += math.Max(c, 0)
+	}
+	if !(total > 0) {
+		return (lo + hi) / 2
+	}
+	w := (hi - lo) / float64(len(h))
+	cum := 0.0
+	for b, c := range h {
+		c = math.Max(c, 0)
+		if c > 0 && cum+c >= total/2 {
+			return math.Min(hi, math.Max(lo, lo+w*(float64(b)+(total/2-cum)/c)))
+		}
+		cum += c
+	}
+	return hi
 }
 
 // orderRows sorts the released rows by ORDER BY (post-processing), in

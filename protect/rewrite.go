@@ -111,6 +111,8 @@ func rewrite(pl *plan) string {
 		b.WriteString("count(*)")
 		for _, a := range pl.aggs {
 			switch a.kind {
+			case dpselect.Median: // read by its own query (rewriteHistogram)
+				b.WriteString(", 0")
 			case dpselect.Count:
 				if a.column == "" {
 					b.WriteString(", count(*)")
@@ -146,6 +148,7 @@ func rewrite(pl *plan) string {
 	}
 	for j, a := range pl.aggs {
 		switch {
+		case a.kind == dpselect.Median:
 		case a.kind == dpselect.Count && a.column != "":
 			fmt.Fprintf(&l1, ", (%s IS NOT NULL) AS _v%d", dpselect.QuoteIdent(a.column), j)
 		case a.kind != dpselect.Count:
@@ -171,6 +174,7 @@ func rewrite(pl *plan) string {
 	l2.WriteString(", count(*) AS _n")
 	for j, a := range pl.aggs {
 		switch {
+		case a.kind == dpselect.Median:
 		case a.kind == dpselect.Count && a.column != "":
 			fmt.Fprintf(&l2, ", sum(_v%d) AS _s%d", j, j)
 		case a.kind != dpselect.Count:
@@ -190,6 +194,8 @@ func rewrite(pl *plan) string {
 	b.WriteString("count(*)")
 	for j, a := range pl.aggs {
 		switch {
+		case a.kind == dpselect.Median:
+			b.WriteString(", 0")
 		case a.kind == dpselect.Count && a.column == "":
 			b.WriteString(", sum(_n)")
 		case a.kind == dpselect.Count:
@@ -225,6 +231,7 @@ func rewriteOneRow(pl *plan, t, u string, keys []string, where string) string {
 	}
 	for j, a := range pl.aggs {
 		switch {
+		case a.kind == dpselect.Median:
 		case a.kind == dpselect.Count && a.column != "":
 			fmt.Fprintf(&in, "(%s IS NOT NULL) AS _v%d, ", dpselect.QuoteIdent(a.column), j)
 		case a.kind != dpselect.Count:
@@ -243,6 +250,8 @@ func rewriteOneRow(pl *plan, t, u string, keys []string, where string) string {
 	b.WriteString("count(*)")
 	for j, a := range pl.aggs {
 		switch {
+		case a.kind == dpselect.Median:
+			b.WriteString(", 0")
 		case a.kind == dpselect.Count && a.column == "":
 			b.WriteString(", count(*)")
 		case a.kind == dpselect.Count:
@@ -262,4 +271,64 @@ func rewriteOneRow(pl *plan, t, u string, keys []string, where string) string {
 		b.WriteString(" GROUP BY " + strings.Join(kk, ", "))
 	}
 	return b.String()
+}
+
+// bucketExpr is the histogram bucket, in [0, MedianBuckets), of a MEDIAN's
+// clamped value for one row, NULL when the value is dropped (not a number).
+func bucketExpr(a aggPlan) string {
+	c := dpselect.QuoteIdent(a.column)
+	top := MedianBuckets - 1
+	scale := num(MedianBuckets / (a.hi - a.lo))
+	if !a.numericCompare {
+		return fmt.Sprintf("CASE WHEN %s THEN max(0, min(%d, CAST((max(%s, min(%s, %s)) - %s) * %s AS INTEGER))) END",
+			numberGuard(c, true), top, num(a.lo), num(a.hi), c, num(a.lo), scale)
+	}
+	return fmt.Sprintf("CASE WHEN %[1]s >= %[2]s THEN CASE WHEN %[1]s <= 9e999 THEN %[4]d END WHEN %[1]s <= %[3]s THEN CASE WHEN %[1]s >= -9e999 THEN 0 END ELSE max(0, min(%[4]d, CAST((%[1]s - %[3]s) * %[5]s AS INTEGER))) END",
+		c, num(a.hi), num(a.lo), top, scale)
+}
+
+// rewriteHistogram returns the SQL of MEDIAN aggregate a's histograms: one
+// row (group keys, bucket, count) per non-empty bucket of each group, over
+// rows bounded per person as the main statement bounds them (at most
+// max_rows rows in each of at most max_groups groups, chosen afresh at
+// random: the histogram is its own release, bounded on its own).
+func rewriteHistogram(pl *plan, a aggPlan) string {
+	t := "main." + dpselect.QuoteIdent(pl.table)
+	keys := make([]string, len(pl.keys))
+	kk := make([]string, len(pl.keys))
+	for i, k := range pl.keys {
+		keys[i] = dpselect.QuoteIdent(k)
+		kk[i] = "_k" + strconv.Itoa(i)
+	}
+	where := "1"
+	if pl.where != "" {
+		where = pl.where
+	}
+	for i, ks := range pl.keySources {
+		where = fmt.Sprintf("(%s) AND %s IN (SELECT %s FROM main.%s)", where, keys[i], dpselect.QuoteIdent(ks[1]), dpselect.QuoteIdent(ks[0]))
+	}
+	var sel strings.Builder // the keys as _k0, ...
+	for i, k := range keys {
+		fmt.Fprintf(&sel, "%s AS %s, ", k, kk[i])
+	}
+	group := strings.Join(append(append([]string(nil), kk...), "_b"), ", ")
+	if pl.policy.PrivacyUnit == "" {
+		return fmt.Sprintf("SELECT %s FROM (SELECT %s%s AS _b FROM %s WHERE %s) WHERE _b IS NOT NULL GROUP BY %s",
+			strings.Join(append(append([]string(nil), kk...), "_b", "count(*)"), ", "), sel.String(), bucketExpr(a), t, where, group)
+	}
+	u := dpselect.QuoteIdent(pl.policy.PrivacyUnit)
+	part := strings.Join(append([]string{u}, keys...), ", ")
+	rows := fmt.Sprintf("SELECT %s AS _u, %s%s AS _b, row_number() OVER (PARTITION BY %s ORDER BY random()) AS _rn FROM %s WHERE (%s) AND %s IS NOT NULL",
+		u, sel.String(), bucketExpr(a), part, t, where, u)
+	pk := strings.Join(append([]string{"_u"}, kk...), ", ")
+	groups := fmt.Sprintf("SELECT %s, row_number() OVER (PARTITION BY _u ORDER BY random()) AS _gn FROM (SELECT DISTINCT %s FROM _r)", pk, pk)
+	on := []string{"_r._u IS _g._u"}
+	rk := make([]string, len(kk))
+	for i, k := range kk {
+		on = append(on, fmt.Sprintf("_r.%s IS _g.%s", k, k))
+		rk[i] = "_r." + k
+	}
+	return fmt.Sprintf("WITH _r AS (%s), _g AS (%s) SELECT %s FROM _r JOIN _g ON %s WHERE _r._rn <= %d AND _g._gn <= %d AND _r._b IS NOT NULL GROUP BY %s",
+		rows, groups, strings.Join(append(append([]string(nil), rk...), "_r._b", "count(*)"), ", "),
+		strings.Join(on, " AND "), pl.maxRows, pl.maxGroups, strings.Join(append(append([]string(nil), rk...), "_r._b"), ", "))
 }

@@ -64,6 +64,10 @@ func TestFixedPointMatchesReference(t *testing.T) {
 				if a.needsSq() {
 					pairs = append(pairs, [2]string{squareExpr(a), ref(true, 1/a.sqQuant)})
 				}
+				m := a
+				m.kind = dpselect.Median
+				pairs = append(pairs, [2]string{bucketExpr(m), fmt.Sprintf("CASE WHEN typeof(x) IN ('integer', 'real') THEN max(0, min(%d, CAST((max(%s, min(%s, x)) - %s) * %s AS INTEGER))) END",
+					MedianBuckets-1, num(a.lo), num(a.hi), num(a.lo), num(MedianBuckets/(a.hi-a.lo)))})
 				for _, p := range pairs {
 					rows, err := db.Query(`SELECT quote(x), ` + p[0] + `, ` + p[1] + ` FROM v`)
 					if err != nil {

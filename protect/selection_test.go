@@ -39,7 +39,7 @@ func planAt(t *testing.T, e *Engine, q string, scopeDelta float64) (*plan, []gro
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs, err := e.read(ctx, conn, pl)
+	gs, err := e.readAll(ctx, conn, pl)
 	if err != nil {
 		t.Fatal(err)
 	}
