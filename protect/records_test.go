@@ -228,3 +228,23 @@ func TestLegacyPolicyLogEdited(t *testing.T) {
 		t.Errorf("analyst statement on a broken log ran")
 	}
 }
+
+// Policies live in the ledger: protecting a table of a file without one
+// says what to do first, and changes nothing.
+func TestProtectNeedsLedger(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bare.db")
+	owner, err := ext.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	mustExec(t, owner, `CREATE TABLE patients (pid INTEGER, bmi REAL)`)
+	if _, err := owner.Exec(`SELECT dp_protect('patients', '{}')`); err == nil || !strings.Contains(err.Error(), "create a budget first") {
+		t.Errorf("dp_protect without a ledger: %v", err)
+	}
+	var n int
+	owner.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name IN ('dp_policy', 'dp_ledger')`).Scan(&n)
+	if n != 0 {
+		t.Errorf("%d dpsql tables created by a refused protect", n)
+	}
+}
