@@ -224,6 +224,39 @@ func appendPolicy(ctx context.Context, conn *sql.Conn, table string, p *Policy) 
 	return err
 }
 
+// UpgradePolicies carries a file's dp_policy_log (written before policy
+// records existed) over into one upgrade record of the ledger, if it has
+// not been yet; it reports whether it did. Until then the file's policies
+// rest on that log, outside the ledger's chain; every policy change
+// upgrades first, and `dpsql query --analyst` and `dpsql shell --analyst`
+// call this when they open a file. db is the owner's connection.
+func UpgradePolicies(ctx context.Context, db *sql.DB) (bool, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	st, err := replayPolicies(ctx, conn)
+	if err != nil {
+		return false, fmt.Errorf("the policies on file do not verify (run dpsql audit verify): %w", err)
+	}
+	if st.logRows == 0 || st.upgraded {
+		return false, nil
+	}
+	path, err := mainPath(ctx, conn)
+	if err != nil {
+		return false, err
+	}
+	l, err := accountant.OpenLedger(path)
+	if err != nil {
+		return false, err
+	}
+	if err := upgradeLog(ctx, l, conn, st); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // upgradeLog carries an old file's dp_policy_log over into one upgrade
 // record and rebuilds dp_policy in its new form, in one transaction.
 func upgradeLog(ctx context.Context, l *accountant.Ledger, q accountant.Queryer, st *policyState) error {

@@ -248,3 +248,28 @@ func TestProtectNeedsLedger(t *testing.T) {
 		t.Errorf("%d dpsql tables created by a refused protect", n)
 	}
 }
+
+// UpgradePolicies carries an old file's log over once, and then does nothing.
+func TestUpgradePolicies(t *testing.T) {
+	ctx := context.Background()
+	path := copyFixture(t, "legacy_policy_log.db")
+	owner, err := ext.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	for i, want := range []bool{true, false} {
+		did, err := protect.UpgradePolicies(ctx, owner)
+		if err != nil || did != want {
+			t.Fatalf("call %d: %v %v, want %v", i, did, err, want)
+		}
+	}
+	if n, err := protect.VerifyPolicies(ctx, owner); err != nil || n != 5 {
+		t.Errorf("verify after the upgrade: %d %v", n, err)
+	}
+	var id int64
+	var pol string
+	if err := owner.QueryRow(`SELECT ledger_id, policy FROM dp_policy WHERE tbl = 'patients'`).Scan(&id, &pol); err != nil || !strings.Contains(pol, `"max_groups":2`) {
+		t.Errorf("dp_policy after the upgrade: %d %s %v", id, pol, err)
+	}
+}
