@@ -113,6 +113,12 @@ type plan struct {
 	// laplace: the aggregates get rounded Laplace noise (OPTIONS noise =
 	// 'laplace'), calibrated by L1 sensitivity; the selection stays Gaussian.
 	laplace bool
+	// unitUnique: the privacy-unit column is declared unique (the table's
+	// only PRIMARY KEY column, or a UNIQUE constraint of that column alone),
+	// so each person has at most one row and bounding is a no-op: the
+	// rewrite reads the table as if each row were a person, dropping rows
+	// whose unit is NULL.
+	unitUnique bool
 }
 
 // Refusal is an analyst statement refused before anything was read or

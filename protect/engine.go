@@ -159,6 +159,11 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 	if err := setNumericCompare(ctx, conn, pl); err != nil {
 		return nil, err
 	}
+	if pl.policy.PrivacyUnit != "" {
+		if pl.unitUnique, err = uniqueColumn(ctx, conn, pl.table, pl.policy.PrivacyUnit); err != nil {
+			return nil, err
+		}
+	}
 	if pl.deltaS > 0 {
 		spent, err := selectionSpent(ctx, conn, scope)
 		if err != nil {
@@ -232,6 +237,28 @@ func setNumericCompare(ctx context.Context, conn *sql.Conn, pl *plan) error {
 		pl.aggs[i].numericCompare = numeric[pl.aggs[i].column]
 	}
 	return nil
+}
+
+// uniqueColumn reports whether the schema makes column col of table unique
+// among its non-NULL values under the column's own collation (as GROUP BY
+// compares it): col is the table's only PRIMARY KEY column, or a UNIQUE
+// constraint of the table's declaration (whose index takes the column's
+// collation) covers col alone. A separate CREATE UNIQUE INDEX may declare
+// another collation and does not count; nor does a partial index.
+func uniqueColumn(ctx context.Context, conn *sql.Conn, table, col string) (bool, error) {
+	var pks, isPK int
+	if err := conn.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(name = ? COLLATE NOCASE), 0) FROM pragma_table_info(?, 'main') WHERE pk > 0`, col, table).Scan(&pks, &isPK); err != nil {
+		return false, err
+	}
+	if pks == 1 && isPK == 1 {
+		return true, nil
+	}
+	var n int
+	err := conn.QueryRowContext(ctx, `SELECT count(*) FROM pragma_index_list(?, 'main') AS il
+		WHERE il."unique" = 1 AND il.partial = 0 AND il.origin IN ('u', 'pk')
+		AND (SELECT count(*) FROM pragma_index_info(il.name, 'main')) = 1
+		AND (SELECT name FROM pragma_index_info(il.name, 'main')) = ? COLLATE NOCASE`, table, col).Scan(&n)
+	return n > 0, err
 }
 
 // selectionSpent returns the delta the scope's charges have spent at

@@ -102,7 +102,12 @@ func rewrite(pl *plan) string {
 		// Rows whose keys are not in the public lists are dropped.
 		where = fmt.Sprintf("(%s) AND %s IN (SELECT %s FROM main.%s)", where, keys[i], dpselect.QuoteIdent(ks[1]), dpselect.QuoteIdent(ks[0]))
 	}
-	if pl.policy.PrivacyUnit == "" {
+	if pl.unitUnique {
+		// One row per person at most: nothing to bound, but rows without a
+		// person are dropped as below.
+		where = fmt.Sprintf("(%s) AND %s IS NOT NULL", where, dpselect.QuoteIdent(pl.policy.PrivacyUnit))
+	}
+	if pl.policy.PrivacyUnit == "" || pl.unitUnique {
 		// Each row is a person: one row in one group, nothing to bound.
 		b.WriteString("SELECT ")
 		for _, k := range keys {
@@ -312,7 +317,10 @@ func rewriteHistogram(pl *plan, a aggPlan) string {
 		fmt.Fprintf(&sel, "%s AS %s, ", k, kk[i])
 	}
 	group := strings.Join(append(append([]string(nil), kk...), "_b"), ", ")
-	if pl.policy.PrivacyUnit == "" {
+	if pl.unitUnique {
+		where = fmt.Sprintf("(%s) AND %s IS NOT NULL", where, dpselect.QuoteIdent(pl.policy.PrivacyUnit))
+	}
+	if pl.policy.PrivacyUnit == "" || pl.unitUnique {
 		return fmt.Sprintf("SELECT %s FROM (SELECT %s%s AS _b FROM %s WHERE %s) WHERE _b IS NOT NULL GROUP BY %s",
 			strings.Join(append(append([]string(nil), kk...), "_b", "count(*)"), ", "), sel.String(), bucketExpr(a), t, where, group)
 	}
