@@ -150,7 +150,7 @@ func TestAnalystMayReadPublic(t *testing.T) {
 	a := openAnalyst(t, path)
 	ctx := context.Background()
 	for _, q := range []string{
-		`SELECT * FROM wards`, `SELECT * FROM dp_ledger`, `SELECT * FROM dp_policy`, `SELECT * FROM dp_policy_log`,
+		`SELECT * FROM wards`, `SELECT * FROM dp_ledger`, `SELECT * FROM dp_policy`,
 		`SELECT * FROM dp_budget_status`, `PRAGMA table_info(patients)`, `SELECT name FROM sqlite_schema`,
 		`CREATE TEMP TABLE mine AS SELECT * FROM wards`, `INSERT INTO mine VALUES ('east', 3)`, `SELECT count(*) FROM mine`,
 		`WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3) SELECT * FROM c`,

@@ -12,11 +12,30 @@ import (
 	"github.com/dpsql/dpsql/release"
 )
 
-// SelectionDeltaShare is the share of the reference delta (the statement's
-// delta, or the scope's when the statement gives mu) that a GROUP BY's
-// private partition selection spends: delta_s = SelectionDeltaShare * delta.
-// A group held by one person is released with probability at most delta_s.
-const SelectionDeltaShare = 0.01
+// SelectionDeltaShare is the default share of the reference delta (the
+// statement's delta, or the scope's when the statement gives mu) that a
+// GROUP BY's private partition selection spends: delta_s =
+// SelectionDeltaShare * delta, unless OPTIONS selection_delta sets it. A
+// group held by one person is released with probability at most delta_s.
+const SelectionDeltaShare = 0.001
+
+// SelectionDeltaPool is the share of a scope's delta that the partition
+// selections of all its statements may spend together (each spends its
+// delta_s at +infinity, for good): a statement whose delta_s would take the
+// scope's selections beyond it is refused before anything is read, so the
+// Gaussian parts always keep the rest.
+const SelectionDeltaPool = 0.5
+
+// MedianBuckets is the number of equal buckets between a MEDIAN's bounds:
+// the median is read off a noisy histogram of the group's values, to within
+// (hi - lo)/MedianBuckets plus what the noise moves.
+const MedianBuckets = 128
+
+// rowsBound is a public bound on the groups of any GROUP BY: SQLite's
+// largest number of rows in a table, 2^64. A partition selection draws one
+// noisy value per group present in the data, a number that is not public;
+// the sampler's error it records (noise_tv) is taken at this bound.
+const rowsBound = 0x1p64
 
 // safeFunctions may appear in WHERE: none of them can fail, whatever its
 // input, and none returns a value longer than its input (so "string or blob
@@ -36,12 +55,18 @@ var ruleFunctions = []string{"count", "sum", "max", "min", "round", "typeof", "r
 
 // aggPlan is one DP aggregate of a statement.
 type aggPlan struct {
-	kind   string  // COUNT, SUM, AVG
-	column string  // "" for COUNT(*)
-	lo, hi float64 // clamping bounds (SUM, AVG)
-	mid    float64 // AVG: values are centred on (lo+hi)/2
-	quant  float64 // fixed-point quantum of SUM/AVG values (a power of two)
-	mu     float64 // this aggregate's share of the statement's mu
+	kind   string // COUNT, SUM, AVG
+	column string // "" for COUNT(*)
+	// numericCompare: the column's declared type is known not to give it
+	// TEXT affinity (no CHAR, CLOB or TEXT in it), so comparing it with a
+	// number compares numbers as numbers and puts text and blobs after
+	// them; the rewrite then tests bounds with comparisons instead of
+	// typeof(). Unset (unknown), the rewrite tests typeof().
+	numericCompare bool
+	lo, hi         float64 // clamping bounds (SUM, AVG)
+	mid            float64 // AVG: values are centred on (lo+hi)/2
+	quant          float64 // fixed-point quantum of SUM/AVG values (a power of two)
+	mu             float64 // this aggregate's share of the statement's mu
 	// sigmas and L2 sensitivities: the value (count, or sum in units of
 	// quant) and, for AVG, the count.
 	sigma, sens           float64
@@ -88,6 +113,12 @@ type plan struct {
 	// laplace: the aggregates get rounded Laplace noise (OPTIONS noise =
 	// 'laplace'), calibrated by L1 sensitivity; the selection stays Gaussian.
 	laplace bool
+	// unitUnique: the privacy-unit column is declared unique (the table's
+	// only PRIMARY KEY column, or a UNIQUE constraint of that column alone),
+	// so each person has at most one row and bounding is a no-op: the
+	// rewrite reads the table as if each row were a person, dropping rows
+	// whose unit is NULL.
+	unitUnique bool
 }
 
 // Refusal is an analyst statement refused before anything was read or
@@ -161,10 +192,14 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 				return nil, refusef("max_groups_contributed must be an integer in [1, %d] (the policy's max_groups)", pl.policy.MaxGroups)
 			}
 			pl.maxGroups = int(o.Value)
+		case "selection_delta":
+			if !(o.Value > 0 && o.Value < 1) {
+				return nil, refusef("selection_delta must lie in (0, 1), got %v", o.Value)
+			}
 		case "privacy_unit_column":
 			return nil, refusef("the privacy unit is set by the owner's policy, not by OPTIONS")
 		default:
-			return nil, refusef("unknown option %q: OPTIONS takes mu, or epsilon and delta, max_groups_contributed and noise", o.Name)
+			return nil, refusef("unknown option %q: OPTIONS takes mu, or epsilon and delta, max_groups_contributed, selection_delta and noise", o.Name)
 		}
 	}
 	switch {
@@ -230,7 +265,7 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 				}
 			}
 			if idx < 0 {
-				return nil, refusef("column %s is neither a GROUP BY key nor inside a DP aggregate: only group keys and COUNT/SUM/AVG may be selected", it.Column)
+				return nil, refusef("column %s is neither a GROUP BY key nor inside a DP aggregate: only group keys and DP aggregates (COUNT, SUM, AVG, VAR_POP, STDDEV_POP, MEDIAN) may be selected", it.Column)
 			}
 			pl.items = append(pl.items, -1-idx)
 			continue
@@ -260,7 +295,7 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 		pl.aggs = append(pl.aggs, a)
 	}
 	if len(pl.aggs) == 0 {
-		return nil, refusef("a DP SELECT needs at least one aggregate (COUNT, SUM or AVG); group keys alone are not released")
+		return nil, refusef("a DP SELECT needs at least one aggregate (COUNT, SUM, AVG, VAR_POP, STDDEV_POP or MEDIAN); group keys alone are not released")
 	}
 	for _, o := range st.OrderBy {
 		if o.Pos == 0 && !names[strings.ToLower(o.Name)] {
@@ -303,6 +338,18 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	if selection {
 		pl.deltaS = SelectionDeltaShare * ref
 	}
+	if seen["selection_delta"] {
+		d := optionValue(st, "selection_delta")
+		switch {
+		case !selection && len(pl.keys) > 0:
+			return nil, refusef("selection_delta: every GROUP BY column has public keys, so there is no partition selection to pay for")
+		case !selection:
+			return nil, refusef("selection_delta applies to a GROUP BY (its partition selection); this statement has none")
+		case seen["delta"] && !(d <= delta/2):
+			return nil, refusef("selection_delta %v must be at most half the statement's delta %v (the rest pays the aggregates)", d, delta)
+		}
+		pl.deltaS = d
+	}
 	if !seen["mu"] {
 		// (epsilon, delta): the statement's loss is a Gaussian shifted by
 		// eta = -log(1-delta_s), plus delta_s at +infinity.
@@ -336,6 +383,11 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 		details = append(details, Part{Part: "selection", Mu: part, Sigma: pl.sigmaSel, Sensitivity: g, Delta: pl.deltaS, Threshold: pl.tau})
 	}
 	if pl.laplace {
+		for _, a := range pl.aggs {
+			if a.kind == dpselect.Median {
+				return nil, refusef("MEDIAN takes Gaussian noise only: leave out noise = 'laplace'")
+			}
+		}
 		d, err := pl.planLaplace(eps, delta)
 		if err != nil {
 			return nil, err
@@ -354,6 +406,15 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 			a.sigma = a.sens / part
 			if release.Grid(a.sigma) > 1 {
 				return nil, refusef("mu %v is too small for COUNT (its noise would exceed 2^16)", mu)
+			}
+		case dpselect.Median:
+			// A histogram of MedianBuckets counts per group: a person's
+			// max_rows rows move one group's histogram by at most max_rows
+			// in L2, in at most max_groups groups.
+			a.sens = r * g
+			a.sigma = a.sens / part
+			if release.Grid(a.sigma) > 1 {
+				return nil, refusef("mu %v is too small for MEDIAN (its noise would exceed 2^16)", mu)
 			}
 		default: // SUM, AVG, VAR_POP, STDDEV_POP
 			m := part
@@ -401,7 +462,11 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 			}
 		}
 		d := Part{Part: strings.ToLower(a.kind), Column: a.column, Mu: part, Sigma: a.sigma, Sensitivity: a.sens}
-		if a.kind != dpselect.Count {
+		switch a.kind {
+		case dpselect.Count:
+		case dpselect.Median:
+			d.Bounds, d.Buckets = []float64{a.lo, a.hi}, MedianBuckets
+		default:
 			d.Bounds, d.Quantum = []float64{a.lo, a.hi}, a.quant
 		}
 		if a.needsCount() {
@@ -430,8 +495,54 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	if seen["epsilon"] {
 		sd.EpsilonRequested, sd.DeltaRequested = eps, delta
 	}
+	// The Gaussian sampler's error: NoiseTV per value it draws (the rounded
+	// Laplace sampler is exact). Groups: one without GROUP BY, every key
+	// combination with public keys (set again once they are read), else a
+	// public bound.
+	groups := 1.0
+	if selection {
+		groups = rowsBound
+	}
+	sd.NoiseTVValues = pl.gaussianValues(groups)
+	sd.NoiseTVTotal = sd.NoiseTVValues * release.NoiseTV
 	pl.details = sd.fields()
 	return pl, nil
+}
+
+// optionValue returns the value of a numeric option of st.
+func optionValue(st *dpselect.Statement, name string) float64 {
+	for _, o := range st.Options {
+		if o.Name == name {
+			return o.Value
+		}
+	}
+	return 0
+}
+
+// gaussianValues returns a bound on the values the Gaussian sampler draws
+// for a statement over at most groups groups: per group, the selection's
+// noisy count and (noise = 'gaussian') each aggregate's noisy values.
+func (pl *plan) gaussianValues(groups float64) float64 {
+	per := 0.0
+	if pl.sigmaSel > 0 {
+		per++
+	}
+	if !pl.laplace {
+		for _, a := range pl.aggs {
+			if a.kind == dpselect.Median {
+				per += MedianBuckets
+				continue
+			}
+			per++
+			if a.needsCount() {
+				per++
+			}
+			if a.needsSq() {
+				per++
+			}
+		}
+	}
+	return groups * per
 }
 
 // StatementDetails is what a protected-mode charge records in its ledger
@@ -443,7 +554,9 @@ type StatementDetails struct {
 	MaxRows          int               `json:"max_rows"`
 	PublicKeys       map[string]string `json:"public_keys,omitempty"`
 	Parts            []Part            `json:"statement_parts"`
-	NoiseTV          float64           `json:"noise_tv_per_value"` // release.NoiseTV, per noisy value
+	NoiseTV          float64           `json:"noise_tv_per_value"` // release.NoiseTV, per value the Gaussian sampler draws
+	NoiseTVValues    float64           `json:"noise_tv_values"`    // a public bound on the values the Gaussian sampler draws
+	NoiseTVTotal     float64           `json:"noise_tv"`           // NoiseTVValues * NoiseTV, paid from delta by the accountant
 	Noise            string            `json:"noise"`              // the aggregates' noise: gaussian or laplace
 	EpsilonRequested float64           `json:"epsilon_requested,omitempty"`
 	DeltaRequested   float64           `json:"delta_requested,omitempty"`
@@ -469,6 +582,7 @@ type Part struct {
 	Threshold          float64   `json:"threshold,omitempty"` // selection: tau
 	Bounds             []float64 `json:"bounds,omitempty"`
 	Quantum            float64   `json:"quantum,omitempty"`
+	Buckets            int       `json:"buckets,omitempty"` // median: the histogram's buckets
 	SigmaCount         float64   `json:"sigma_count,omitempty"`
 	SensitivityCount   float64   `json:"sensitivity_count,omitempty"`
 	SigmaSquares       float64   `json:"sigma_squares,omitempty"`

@@ -13,6 +13,7 @@ import (
 func FuzzCheck(f *testing.F) {
 	f.Add(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5) sex, COUNT(*) AS n, AVG(bmi, contribution_bounds_per_group => (10, 60)) AS m FROM patients WHERE age >= 18 GROUP BY sex`)
 	f.Add(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, max_groups_contributed = 2) age, SUM(bmi) FROM patients WHERE lower(sex) IN ('f') GROUP BY age ORDER BY 2 LIMIT 3`)
+	f.Add(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1, selection_delta = 1e-9) sex, MEDIAN(bmi) AS m, VAR_POP(age, contribution_bounds_per_group => (0, 120)) FROM patients GROUP BY sex`)
 	policies := map[string]Policy{"patients": {PrivacyUnit: "pid", MaxGroups: 2, MaxRows: 3, Bounds: map[string][2]float64{"bmi": {10, 60}}}}
 	cols := map[string]string{"pid": "pid", "sex": "sex", "age": "age", "bmi": "bmi"}
 	f.Fuzz(func(t *testing.T, src string) {
@@ -25,6 +26,17 @@ func FuzzCheck(f *testing.F) {
 			return
 		}
 		_ = rewrite(pl)
+		for _, a := range pl.aggs {
+			if a.kind == dpselect.Median {
+				_ = rewriteHistogram(pl, a)
+			}
+		}
+		if tv, ok := pl.details["noise_tv"].(float64); !ok || !(tv >= 0) || tv > 1e-9 {
+			t.Fatalf("noise_tv %v", pl.details["noise_tv"])
+		}
+		if pl.deltaS < 0 || pl.deltaS >= 1 {
+			t.Fatalf("delta_s %v", pl.deltaS)
+		}
 		if st.Where != nil {
 			dpselect.Walk(st.Where, func(e dpselect.Expr) {
 				switch e := e.(type) {

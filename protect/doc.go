@@ -5,7 +5,8 @@
 //
 // The pieces, one file each:
 //
-//	policy.go   dp_policy and its hash-chained log dp_policy_log: Protect, Unprotect, LoadPolicies, VerifyPolicies
+//	policy.go   the Policy, Protect and Unprotect
+//	records.go  policy changes as ledger records (kind 'policy'), replayed by LoadPolicies and VerifyPolicies; dp_policy derived; old files' dp_policy_log carried over
 //	check.go    the checker: a parsed statement (package dpselect) against a policy, giving a plan (parts, sigmas, threshold)
 //	rewrite.go  the plan as SQLite SQL: per-person bounding, clamped fixed-point values, per-group figures
 //	engine.go   Engine.Query: runs the SQL under an authorizer on a connection of its own, charges once, adds the noise

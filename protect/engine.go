@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,6 +25,9 @@ type Engine struct {
 	path string
 	db   *sql.DB
 	refs int // holders (EngineFor calls not yet Released)
+	// policies are replayed from the chain's policy records, memoised by
+	// its head; dp_policy is never read.
+	policies policyMemo
 }
 
 var (
@@ -77,6 +81,15 @@ type Result struct {
 // Query checks, charges and runs one DP SELECT against scope. A refused
 // statement (a *Refusal, or a syntax error) reads nothing and charges
 // nothing. The charge is committed before any noise is drawn.
+//
+// The charge depends on the plan alone (the statement, the policy, the
+// scope), never on the data, so it runs while the rewritten SQL reads the
+// table: its accounting (the PLD of the selection's gaussian_inf part,
+// composed with the scope's and the file's history; about 60-150 ms of CPU
+// on the README's machine) and the read then take two cores at once.
+// If the charge is refused, the read is cancelled and nothing is released;
+// if the read fails after the charge committed, the budget is spent and
+// nothing is released (the error says so).
 func (e *Engine) Query(ctx context.Context, scope, query string) (*Result, error) {
 	conn, err := e.db.Conn(ctx)
 	if err != nil {
@@ -87,19 +100,32 @@ func (e *Engine) Query(ctx context.Context, scope, query string) (*Result, error
 	if err != nil {
 		return nil, err
 	}
-	groups, err := e.read(ctx, conn, pl)
-	if err != nil {
-		return nil, err
-	}
 	l, err := accountant.OpenLedger(e.path)
 	if err != nil {
 		return nil, err
 	}
+	readCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type readResult struct {
+		groups []group
+		err    error
+	}
+	done := make(chan readResult, 1)
+	go func() {
+		g, err := e.readAll(readCtx, conn, pl)
+		done <- readResult{g, err}
+	}()
 	rc, err := l.Charge(ctx, accountant.Charge{Scope: scope, Mechanism: pl.mech, Details: pl.details, Query: query}, nil)
 	if err != nil {
+		cancel()
+		<-done
 		return nil, err
 	}
-	res := releaseRows(pl, groups, release.NewNoise())
+	r := <-done
+	if r.err != nil {
+		return nil, fmt.Errorf("the statement was charged (ledger row %d) but reading the table failed, so nothing is released: %w", rc.ID, r.err)
+	}
+	res := releaseRows(pl, r.groups, release.NewNoise())
 	res.Receipt = rc
 	return res, nil
 }
@@ -110,9 +136,9 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 	if err != nil {
 		return nil, &Refusal{Msg: err.Error()}
 	}
-	policies, err := LoadPolicies(ctx, conn)
+	policies, err := e.policies.load(ctx, conn)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the protection policies: %w", err)
 	}
 	b, err := accountant.LoadBudget(ctx, conn, scope)
 	if err != nil {
@@ -127,8 +153,34 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 		}
 	}
 	pl, err := checkStatement(st, policies, cols, b.Delta)
-	if err != nil || pl.keySources == nil {
-		return pl, err
+	if err != nil {
+		return nil, err
+	}
+	if err := setNumericCompare(ctx, conn, pl); err != nil {
+		return nil, err
+	}
+	if pl.policy.PrivacyUnit != "" {
+		if pl.unitUnique, err = uniqueColumn(ctx, conn, pl.table, pl.policy.PrivacyUnit); err != nil {
+			return nil, err
+		}
+	}
+	if pl.deltaS > 0 {
+		spent, err := selectionSpent(ctx, conn, scope)
+		if err != nil {
+			return nil, fmt.Errorf("reading the scope's partition selections: %w", err)
+		}
+		pool := SelectionDeltaPool * b.Delta
+		if spent+pl.deltaS > pool {
+			if room := pool - spent; room > 0 {
+				return nil, refusef("partition selection: the statements of scope %q have spent delta %.3g of the %.3g their selections may spend (half the scope's delta %g), and this one's delta_s = %.3g does not fit: give OPTIONS selection_delta <= %.3g, or GROUP BY columns with public keys (no selection)",
+					scope, spent, pool, b.Delta, pl.deltaS, room)
+			}
+			return nil, refusef("partition selection: the statements of scope %q have spent delta %.3g, all that their selections may spend (half the scope's delta %g): GROUP BY only columns with public keys, or ask the owner for a new scope",
+				scope, spent, b.Delta)
+		}
+	}
+	if pl.keySources == nil {
+		return pl, nil
 	}
 	// Public keys: read the declared key lists (public tables).
 	combos := 1
@@ -157,7 +209,68 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 		}
 		pl.keyValues = append(pl.keyValues, vals)
 	}
+	pl.details["noise_tv_values"] = pl.gaussianValues(float64(combos))
+	pl.details["noise_tv"] = pl.gaussianValues(float64(combos)) * release.NoiseTV
 	return pl, nil
+}
+
+// setNumericCompare marks the aggregates whose column's declared type does
+// not give it TEXT affinity (see aggPlan.numericCompare).
+func setNumericCompare(ctx context.Context, conn *sql.Conn, pl *plan) error {
+	rows, err := conn.QueryContext(ctx, `SELECT name, upper(type) FROM pragma_table_info(?, 'main')`, pl.table)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	numeric := map[string]bool{}
+	for rows.Next() {
+		var n, typ string
+		if err := rows.Scan(&n, &typ); err != nil {
+			return err
+		}
+		numeric[n] = !strings.Contains(typ, "CHAR") && !strings.Contains(typ, "CLOB") && !strings.Contains(typ, "TEXT")
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i := range pl.aggs {
+		pl.aggs[i].numericCompare = numeric[pl.aggs[i].column]
+	}
+	return nil
+}
+
+// uniqueColumn reports whether the schema makes column col of table unique
+// among its non-NULL values under the column's own collation (as GROUP BY
+// compares it): col is the table's only PRIMARY KEY column, or a UNIQUE
+// constraint of the table's declaration (whose index takes the column's
+// collation) covers col alone. A separate CREATE UNIQUE INDEX may declare
+// another collation and does not count; nor does a partial index.
+func uniqueColumn(ctx context.Context, conn *sql.Conn, table, col string) (bool, error) {
+	var pks, isPK int
+	if err := conn.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(name = ? COLLATE NOCASE), 0) FROM pragma_table_info(?, 'main') WHERE pk > 0`, col, table).Scan(&pks, &isPK); err != nil {
+		return false, err
+	}
+	if pks == 1 && isPK == 1 {
+		return true, nil
+	}
+	var n int
+	err := conn.QueryRowContext(ctx, `SELECT count(*) FROM pragma_index_list(?, 'main') AS il
+		WHERE il."unique" = 1 AND il.partial = 0 AND il.origin IN ('u', 'pk')
+		AND (SELECT count(*) FROM pragma_index_info(il.name, 'main')) = 1
+		AND (SELECT name FROM pragma_index_info(il.name, 'main')) = ? COLLATE NOCASE`, table, col).Scan(&n)
+	return n > 0, err
+}
+
+// selectionSpent returns the delta the scope's charges have spent at
+// +infinity (their gaussian_inf entries and parts: partition selections).
+func selectionSpent(ctx context.Context, conn *sql.Conn, scope string) (float64, error) {
+	var spent float64
+	err := conn.QueryRowContext(ctx, `SELECT coalesce((SELECT sum(json_extract(params, '$.delta')) FROM main.dp_ledger
+		WHERE kind = 'charge' AND scope = ?1 AND json_extract(params, '$.mechanism') = 'gaussian_inf'), 0)
+		+ coalesce((SELECT sum(json_extract(p.value, '$.delta')) FROM main.dp_ledger, json_each(dp_ledger.params, '$.parts') AS p
+		WHERE kind = 'charge' AND scope = ?1 AND json_extract(params, '$.mechanism') = 'composite'
+		AND json_extract(p.value, '$.mechanism') = 'gaussian_inf'), 0)`, scope).Scan(&spent)
+	return spent, err
 }
 
 // maxKeyCombinations caps the groups a GROUP BY over public keys releases.
@@ -167,19 +280,20 @@ const maxKeyCombinations = 1000000
 type group struct {
 	keys    []any
 	persons int64
-	vals    []int64 // per aggregate: count or fixed-point sum
-	counts  []int64 // per aggregate: the count of values (AVG, VAR_POP, STDDEV_POP)
-	sqs     []int64 // per aggregate: fixed-point sum of centred squares (VAR_POP, STDDEV_POP)
+	vals    []int64   // per aggregate: count or fixed-point sum
+	counts  []int64   // per aggregate: the count of values (AVG, VAR_POP, STDDEV_POP)
+	sqs     []int64   // per aggregate: fixed-point sum of centred squares (VAR_POP, STDDEV_POP)
+	hists   [][]int64 // per aggregate: MEDIAN's histogram, nil when empty
 }
 
 func newGroup(keys []any, aggs int) group {
-	return group{keys: keys, vals: make([]int64, aggs), counts: make([]int64, aggs), sqs: make([]int64, aggs)}
+	return group{keys: keys, vals: make([]int64, aggs), counts: make([]int64, aggs), sqs: make([]int64, aggs), hists: make([][]int64, aggs)}
 }
 
-// read runs the rewritten SQL under an authorizer that allows exactly the
-// reads the checker approved.
-func (e *Engine) read(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, error) {
-	text := rewrite(pl)
+// authorized runs f with conn under an authorizer that allows exactly the
+// reads the checker approved: the statement's columns of its table, the
+// public key tables, the WHERE functions and the rewrite's own.
+func authorized(conn *sql.Conn, pl *plan, f func(denied *string) error) error {
 	var denied string
 	auth := func(op int, a1, a2, a3 string) int {
 		switch op {
@@ -213,13 +327,92 @@ func (e *Engine) read(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, e
 		})
 	}
 	if err := setAuth(auth); err != nil {
-		return nil, err
+		return err
 	}
 	defer setAuth(nil)
+	return f(&denied)
+}
+
+// readAll reads the main statement's groups and, for each MEDIAN, its
+// histograms, attached to the groups of the data.
+func (e *Engine) readAll(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, error) {
+	groups, err := e.read(ctx, conn, pl)
+	if err != nil {
+		return nil, err
+	}
+	for ai, a := range pl.aggs {
+		if a.kind != dpselect.Median {
+			continue
+		}
+		h, err := e.readHistogram(ctx, conn, pl, a)
+		if err != nil {
+			return nil, err
+		}
+		for i := range groups {
+			groups[i].hists[ai] = h[canonKey(groups[i].keys)]
+		}
+	}
+	return groups, nil
+}
+
+// readHistogram runs a MEDIAN's histogram query; it returns the histograms
+// by canonKey of the group keys.
+func (e *Engine) readHistogram(ctx context.Context, conn *sql.Conn, pl *plan, a aggPlan) (map[string][]int64, error) {
+	out := map[string][]int64{}
+	err := authorized(conn, pl, func(denied *string) error {
+		rows, err := conn.QueryContext(ctx, rewriteHistogram(pl, a))
+		if err != nil {
+			if *denied != "" {
+				return fmt.Errorf("protect: internal error, the histogram query asked for a read the checker did not approve (%s): %w", *denied, err)
+			}
+			return fmt.Errorf("protect: running the histogram query: %w", err)
+		}
+		defer rows.Close()
+		nk := len(pl.keys)
+		dest := make([]any, nk+2)
+		ptrs := make([]any, len(dest))
+		for i := range dest {
+			ptrs[i] = &dest[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				return err
+			}
+			b, n := asInt(dest[nk]), asInt(dest[nk+1])
+			if b < 0 || b >= MedianBuckets {
+				return fmt.Errorf("protect: internal error, histogram bucket %d out of range", b)
+			}
+			k := canonKey(dest[:nk])
+			h := out[k]
+			if h == nil {
+				h = make([]int64, MedianBuckets)
+				out[k] = h
+			}
+			h[b] += n
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// read runs the rewritten SQL under an authorizer that allows exactly the
+// reads the checker approved.
+func (e *Engine) read(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, error) {
+	text := rewrite(pl)
+	var out []group
+	err := authorized(conn, pl, func(denied *string) error {
+		var err error
+		out, err = e.readRows(ctx, conn, pl, text, denied)
+		return err
+	})
+	return out, err
+}
+
+func (e *Engine) readRows(ctx context.Context, conn *sql.Conn, pl *plan, text string, denied *string) ([]group, error) {
 	rows, err := conn.QueryContext(ctx, text)
 	if err != nil {
-		if denied != "" {
-			return nil, fmt.Errorf("protect: internal error, the rewritten statement asked for a read the checker did not approve (%s): %w", denied, err)
+		if *denied != "" {
+			return nil, fmt.Errorf("protect: internal error, the rewritten statement asked for a read the checker did not approve (%s): %w", *denied, err)
 		}
 		return nil, fmt.Errorf("protect: running the rewritten statement: %w", err)
 	}
@@ -391,6 +584,20 @@ func releaseRows(pl *plan, groups []group, noise *release.Noise) *Result {
 	}
 	buf := make([]float64, len(kept))
 	for ai, a := range pl.aggs {
+		if a.kind == dpselect.Median {
+			col := slices.Index(pl.items, ai)
+			hist := make([]float64, len(kept)*MedianBuckets)
+			for i, g := range kept {
+				for b, n := range g.hists[ai] { // nil: an empty histogram
+					hist[i*MedianBuckets+b] = float64(n)
+				}
+			}
+			noise.AddGaussian(hist, a.sigma)
+			for i := range kept {
+				out[i][col] = medianOf(hist[i*MedianBuckets:(i+1)*MedianBuckets], a.lo, a.hi)
+			}
+			continue
+		}
 		for i, g := range kept {
 			buf[i] = float64(g.vals[ai])
 			if a.kind != dpselect.Count {
@@ -448,6 +655,30 @@ func releaseRows(pl *plan, groups []group, noise *release.Noise) *Result {
 	}
 	res.Rows = out
 	return res
+}
+
+// medianOf reads the median off a noisy histogram of equal buckets between
+// lo and hi (post-processing): negative counts count as 0, and within the
+// bucket where the cumulative count reaches half the total the values are
+// taken as spread evenly. An empty histogram gives the midpoint.
+func medianOf(h []float64, lo, hi float64) float64 {
+	total := 0.0
+	for _, c := range h {
+		total += math.Max(c, 0)
+	}
+	if !(total > 0) {
+		return (lo + hi) / 2
+	}
+	w := (hi - lo) / float64(len(h))
+	cum := 0.0
+	for b, c := range h {
+		c = math.Max(c, 0)
+		if c > 0 && cum+c >= total/2 {
+			return math.Min(hi, math.Max(lo, lo+w*(float64(b)+(total/2-cum)/c)))
+		}
+		cum += c
+	}
+	return hi
 }
 
 // orderRows sorts the released rows by ORDER BY (post-processing), in

@@ -70,7 +70,7 @@ func exact(t testing.TB, e *Engine, q string) (*plan, []group) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs, err := e.read(ctx, conn, pl)
+	gs, err := e.readAll(ctx, conn, pl)
 	if err != nil {
 		t.Fatal(err)
 	}

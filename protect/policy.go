@@ -2,41 +2,28 @@ package protect
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
-	"time"
 
 	"github.com/dpsql/dpsql/accountant"
 )
 
-// PolicySchema holds the owner's policies: dp_policy, one row per protected
-// table, and dp_policy_log, an append-only, hash-chained log of every change
-// (see VerifyPolicies). Analyst connections may read both and write neither.
+// PolicySchema is dp_policy, one row per protected table: the state the
+// policy records of the ledger (dp_ledger rows of kind 'policy') lead to,
+// with the id of the record that set it. It is derived: Protect and Unprotect
+// change it in the transaction that chains their record, VerifyPolicies
+// replays the records and fails if it differs, and analyst connections never
+// read it (they replay the records, see LoadPolicies). Analyst connections
+// may read it and write nothing.
 const PolicySchema = `
-CREATE TABLE IF NOT EXISTS dp_policy_log (
-  id        INTEGER PRIMARY KEY,
-  at        TEXT NOT NULL,
-  tbl       TEXT NOT NULL,
-  action    TEXT NOT NULL CHECK (action IN ('protect', 'unprotect')),
-  policy    TEXT,
-  prev_hash TEXT NOT NULL,
-  hash      TEXT NOT NULL
-);
-CREATE TRIGGER IF NOT EXISTS dp_policy_log_no_update BEFORE UPDATE ON dp_policy_log
-BEGIN SELECT RAISE(ABORT, 'dp_policy_log is append-only: rows cannot be updated'); END;
-CREATE TRIGGER IF NOT EXISTS dp_policy_log_no_delete BEFORE DELETE ON dp_policy_log
-BEGIN SELECT RAISE(ABORT, 'dp_policy_log is append-only: rows cannot be deleted'); END;
 CREATE TABLE IF NOT EXISTS dp_policy (
-  tbl    TEXT PRIMARY KEY COLLATE NOCASE,
-  policy TEXT NOT NULL,
-  log_id INTEGER NOT NULL REFERENCES dp_policy_log(id)
+  tbl       TEXT PRIMARY KEY COLLATE NOCASE,
+  policy    TEXT NOT NULL,
+  ledger_id INTEGER NOT NULL
 );
 `
 
@@ -143,7 +130,8 @@ func canonicalTable(ctx context.Context, q accountant.Queryer, table string) (st
 }
 
 // Protect records (or replaces) the policy of a table, through db, the
-// owner's connection. The change is appended to dp_policy_log.
+// owner's connection: a policy record is chained in the ledger and dp_policy
+// updated in the same transaction. The file needs a ledger (a budget).
 func Protect(ctx context.Context, db *sql.DB, table string, p Policy) error {
 	if err := p.Normalize(); err != nil {
 		return fmt.Errorf("protect %s: %w", table, err)
@@ -213,10 +201,11 @@ func Protect(ctx context.Context, db *sql.DB, table string, p Policy) error {
 	} else {
 		p.PublicKeys = nil
 	}
-	return appendPolicy(ctx, conn, name, "protect", &p)
+	return appendPolicy(ctx, conn, name, &p)
 }
 
-// Unprotect removes a table's policy; its rows become public. Owner only.
+// Unprotect removes a table's policy (a policy record, and its row of
+// dp_policy, in one transaction); its rows become public. Owner only.
 func Unprotect(ctx context.Context, db *sql.DB, table string) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -225,7 +214,7 @@ func Unprotect(ctx context.Context, db *sql.DB, table string) error {
 	defer conn.Close()
 	ps, err := LoadPolicies(ctx, conn)
 	if err != nil {
-		return err
+		return fmt.Errorf("unprotect: %w", err)
 	}
 	name := ""
 	for n := range ps {
@@ -236,165 +225,5 @@ func Unprotect(ctx context.Context, db *sql.DB, table string) error {
 	if name == "" {
 		return fmt.Errorf("unprotect: table %q is not protected", table)
 	}
-	return appendPolicy(ctx, conn, name, "unprotect", nil)
-}
-
-// appendPolicy writes one policy change in a transaction: the log row,
-// chained to the previous one, and the new state of dp_policy.
-func appendPolicy(ctx context.Context, conn *sql.Conn, table, action string, p *Policy) error {
-	if _, err := conn.ExecContext(ctx, PolicySchema); err != nil {
-		return fmt.Errorf("creating the policy tables: %w", err)
-	}
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	id, prev := int64(1), accountant.GenesisHash
-	switch err := tx.QueryRowContext(ctx, `SELECT id + 1, hash FROM dp_policy_log ORDER BY id DESC LIMIT 1`).Scan(&id, &prev); {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return err
-	}
-	e := PolicyEvent{ID: id, At: time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"), Table: table, Action: action, PrevHash: prev}
-	if p != nil {
-		e.Policy = p.canonical()
-	}
-	e.Hash = e.ComputeHash()
-	var pol any
-	if p != nil {
-		pol = e.Policy
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO dp_policy_log(id, at, tbl, action, policy, prev_hash, hash) VALUES (?,?,?,?,?,?,?)`,
-		e.ID, e.At, e.Table, e.Action, pol, e.PrevHash, e.Hash); err != nil {
-		return fmt.Errorf("appending to dp_policy_log: %w", err)
-	}
-	if p != nil {
-		_, err = tx.ExecContext(ctx, `INSERT INTO dp_policy(tbl, policy, log_id) VALUES (?,?,?) ON CONFLICT(tbl) DO UPDATE SET tbl = excluded.tbl, policy = excluded.policy, log_id = excluded.log_id`, table, e.Policy, e.ID)
-	} else {
-		_, err = tx.ExecContext(ctx, `DELETE FROM dp_policy WHERE tbl = ?`, table)
-	}
-	if err != nil {
-		return fmt.Errorf("updating dp_policy: %w", err)
-	}
-	return tx.Commit()
-}
-
-// PolicyEvent is one dp_policy_log row.
-type PolicyEvent struct {
-	ID       int64
-	At       string
-	Table    string
-	Action   string // protect or unprotect
-	Policy   string // canonical JSON; "" for unprotect
-	PrevHash string
-	Hash     string
-}
-
-// ComputeHash returns SHA-256, in hex, of the JSON array
-// ["dp_policy_log", id, at, table, action, policy, prev_hash].
-func (e PolicyEvent) ComputeHash() string {
-	canon, _ := json.Marshal([]any{"dp_policy_log", e.ID, e.At, e.Table, e.Action, e.Policy, e.PrevHash})
-	h := sha256.Sum256(canon)
-	return hex.EncodeToString(h[:])
-}
-
-// LoadPolicies reads every protected table's policy, by table name as the
-// schema spells it. A database without policy tables protects nothing.
-func LoadPolicies(ctx context.Context, q accountant.Queryer) (map[string]Policy, error) {
-	rows, err := q.QueryContext(ctx, `SELECT tbl, policy FROM main.dp_policy`)
-	if err != nil {
-		if strings.Contains(err.Error(), "no such table") {
-			return map[string]Policy{}, nil
-		}
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]Policy{}
-	for rows.Next() {
-		var t, js string
-		if err := rows.Scan(&t, &js); err != nil {
-			return nil, err
-		}
-		p, err := ParsePolicy([]byte(js))
-		if err != nil {
-			return nil, fmt.Errorf("policy of %s cannot be read (%v): refusing", t, err)
-		}
-		out[t] = p
-	}
-	return out, rows.Err()
-}
-
-// VerifyPolicies checks dp_policy_log's hash chain and that dp_policy is
-// exactly the state the log leads to. It returns the number of log rows.
-func VerifyPolicies(ctx context.Context, q accountant.Queryer) (int, error) {
-	rows, err := q.QueryContext(ctx, `SELECT id, at, tbl, action, coalesce(policy, ''), prev_hash, hash FROM main.dp_policy_log ORDER BY id`)
-	if err != nil {
-		if strings.Contains(err.Error(), "no such table") {
-			return 0, nil
-		}
-		return 0, err
-	}
-	var evs []PolicyEvent
-	for rows.Next() {
-		var e PolicyEvent
-		if err := rows.Scan(&e.ID, &e.At, &e.Table, &e.Action, &e.Policy, &e.PrevHash, &e.Hash); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		evs = append(evs, e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	prev := accountant.GenesisHash
-	want := map[string][2]string{} // lower-case table -> (policy, log id)
-	for i, e := range evs {
-		if e.PrevHash != prev {
-			return i, fmt.Errorf("%w: dp_policy_log row %d does not chain to the previous row (a row was removed, inserted or reordered)", accountant.ErrChainBroken, e.ID)
-		}
-		if e.ComputeHash() != e.Hash {
-			return i, fmt.Errorf("%w: dp_policy_log row %d does not match its hash (the row was edited)", accountant.ErrChainBroken, e.ID)
-		}
-		prev = e.Hash
-		if e.Action == "protect" {
-			want[strings.ToLower(e.Table)] = [2]string{e.Policy, fmt.Sprint(e.ID)}
-		} else {
-			delete(want, strings.ToLower(e.Table))
-		}
-	}
-	got := map[string][2]string{}
-	prow, err := q.QueryContext(ctx, `SELECT tbl, policy, log_id FROM main.dp_policy`)
-	if err != nil {
-		return len(evs), err
-	}
-	defer prow.Close()
-	for prow.Next() {
-		var t, p string
-		var id int64
-		if err := prow.Scan(&t, &p, &id); err != nil {
-			return len(evs), err
-		}
-		got[strings.ToLower(t)] = [2]string{p, fmt.Sprint(id)}
-	}
-	if err := prow.Err(); err != nil {
-		return len(evs), err
-	}
-	var bad []string
-	for t, w := range want {
-		if got[t] != w {
-			bad = append(bad, t)
-		}
-	}
-	for t := range got {
-		if _, ok := want[t]; !ok {
-			bad = append(bad, t)
-		}
-	}
-	if len(bad) > 0 {
-		sort.Strings(bad)
-		return len(evs), fmt.Errorf("%w: dp_policy does not match dp_policy_log for %s (a policy was changed outside dpsql protect)", accountant.ErrChainBroken, strings.Join(bad, ", "))
-	}
-	return len(evs), nil
+	return appendPolicy(ctx, conn, name, nil)
 }

@@ -2,6 +2,7 @@ package protect
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -28,24 +29,62 @@ import (
 
 func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
+// roundHalfAway rounds as SQLite's round(x) does: half away from zero.
+func roundHalfAway(x float64) int64 { return int64(math.Round(x)) }
+
+// numberGuard is true exactly for the rows whose value of column c is an
+// INTEGER or REAL (NaN is stored as NULL; infinities are numbers). On a
+// column without TEXT affinity it is two comparisons with the infinities
+// (NULL compares to NULL, text and blobs sort after every number), much
+// cheaper than typeof(); a TEXT-affinity column would compare them as text,
+// so there it is typeof().
+func numberGuard(c string, text bool) string {
+	if text {
+		return fmt.Sprintf("typeof(%s) IN ('integer', 'real')", c)
+	}
+	return fmt.Sprintf("%s BETWEEN -9e999 AND 9e999", c)
+}
+
+// fixedPoint returns the SQL of f(clamp(x)) in units of 1/scale, rounded
+// half away from zero to an INTEGER, NULL when x is not a number: sq false
+// gives f(y) = y - mid, sq true f(y) = (y - mid)^2 - sqMid. On a column
+// without TEXT affinity the bounds are tested first, so that the rows beyond
+// them (and only numbers get there) take a constant computed here, and only
+// the rows inside pay for the arithmetic.
+func fixedPoint(a aggPlan, sq bool, scale float64) string {
+	c := dpselect.QuoteIdent(a.column)
+	f := func(y string) string {
+		if a.needsCount() {
+			y = fmt.Sprintf("(%s - %s)", y, num(a.mid))
+		}
+		if sq {
+			y = fmt.Sprintf("(%s * %s - %s)", y, y, num(a.sqMid))
+		}
+		return fmt.Sprintf("CAST(round(%s * %s) AS INTEGER)", y, num(scale))
+	}
+	if !a.numericCompare {
+		return fmt.Sprintf("CASE WHEN %s THEN %s END", numberGuard(c, true), f(fmt.Sprintf("max(%s, min(%s, %s))", num(a.lo), num(a.hi), c)))
+	}
+	fv := func(y float64) int64 {
+		if a.needsCount() {
+			y -= a.mid
+		}
+		if sq {
+			y = y*y - a.sqMid
+		}
+		return roundHalfAway(y * scale)
+	}
+	return fmt.Sprintf("CASE WHEN %[1]s >= %[2]s THEN CASE WHEN %[1]s <= 9e999 THEN %[4]d END WHEN %[1]s <= %[3]s THEN CASE WHEN %[1]s >= -9e999 THEN %[5]d END ELSE %[6]s END",
+		c, num(a.hi), num(a.lo), fv(a.hi), fv(a.lo), f(c))
+}
+
 // valueExpr is the fixed-point value of aggregate a for one row, NULL when the
 // row's value is dropped.
-func valueExpr(a aggPlan) string {
-	c := dpselect.QuoteIdent(a.column)
-	clamped := fmt.Sprintf("max(%s, min(%s, %s))", num(a.lo), num(a.hi), c)
-	if a.needsCount() {
-		clamped = fmt.Sprintf("(%s - %s)", clamped, num(a.mid))
-	}
-	return fmt.Sprintf("CASE WHEN typeof(%s) IN ('integer', 'real') THEN CAST(round(%s * %s) AS INTEGER) END", c, clamped, num(1/a.quant))
-}
+func valueExpr(a aggPlan) string { return fixedPoint(a, false, 1/a.quant) }
 
 // squareExpr is the fixed-point square of the centred value (VAR_POP,
 // STDDEV_POP), itself centred on sqMid, NULL when the value is dropped.
-func squareExpr(a aggPlan) string {
-	c := dpselect.QuoteIdent(a.column)
-	y := fmt.Sprintf("(max(%s, min(%s, %s)) - %s)", num(a.lo), num(a.hi), c, num(a.mid))
-	return fmt.Sprintf("CASE WHEN typeof(%s) IN ('integer', 'real') THEN CAST(round((%s * %s - %s) * %s) AS INTEGER) END", c, y, y, num(a.sqMid), num(1/a.sqQuant))
-}
+func squareExpr(a aggPlan) string { return fixedPoint(a, true, 1/a.sqQuant) }
 
 // rewrite returns the SQLite SQL of a plan.
 func rewrite(pl *plan) string {
@@ -63,7 +102,12 @@ func rewrite(pl *plan) string {
 		// Rows whose keys are not in the public lists are dropped.
 		where = fmt.Sprintf("(%s) AND %s IN (SELECT %s FROM main.%s)", where, keys[i], dpselect.QuoteIdent(ks[1]), dpselect.QuoteIdent(ks[0]))
 	}
-	if pl.policy.PrivacyUnit == "" {
+	if pl.unitUnique {
+		// One row per person at most: nothing to bound, but rows without a
+		// person are dropped as below.
+		where = fmt.Sprintf("(%s) AND %s IS NOT NULL", where, dpselect.QuoteIdent(pl.policy.PrivacyUnit))
+	}
+	if pl.policy.PrivacyUnit == "" || pl.unitUnique {
 		// Each row is a person: one row in one group, nothing to bound.
 		b.WriteString("SELECT ")
 		for _, k := range keys {
@@ -72,6 +116,8 @@ func rewrite(pl *plan) string {
 		b.WriteString("count(*)")
 		for _, a := range pl.aggs {
 			switch a.kind {
+			case dpselect.Median: // read by its own query (rewriteHistogram)
+				b.WriteString(", 0")
 			case dpselect.Count:
 				if a.column == "" {
 					b.WriteString(", count(*)")
@@ -82,8 +128,7 @@ func rewrite(pl *plan) string {
 				v := valueExpr(a)
 				fmt.Fprintf(&b, ", coalesce(sum(%s), 0)", v)
 				if a.needsCount() {
-					c := dpselect.QuoteIdent(a.column)
-					fmt.Fprintf(&b, ", count(CASE WHEN typeof(%s) IN ('integer', 'real') THEN 1 END)", c)
+					fmt.Fprintf(&b, ", count(%s OR NULL)", numberGuard(dpselect.QuoteIdent(a.column), !a.numericCompare))
 				}
 				if a.needsSq() {
 					fmt.Fprintf(&b, ", coalesce(sum(%s), 0)", squareExpr(a))
@@ -108,6 +153,7 @@ func rewrite(pl *plan) string {
 	}
 	for j, a := range pl.aggs {
 		switch {
+		case a.kind == dpselect.Median:
 		case a.kind == dpselect.Count && a.column != "":
 			fmt.Fprintf(&l1, ", (%s IS NOT NULL) AS _v%d", dpselect.QuoteIdent(a.column), j)
 		case a.kind != dpselect.Count:
@@ -133,6 +179,7 @@ func rewrite(pl *plan) string {
 	l2.WriteString(", count(*) AS _n")
 	for j, a := range pl.aggs {
 		switch {
+		case a.kind == dpselect.Median:
 		case a.kind == dpselect.Count && a.column != "":
 			fmt.Fprintf(&l2, ", sum(_v%d) AS _s%d", j, j)
 		case a.kind != dpselect.Count:
@@ -152,6 +199,8 @@ func rewrite(pl *plan) string {
 	b.WriteString("count(*)")
 	for j, a := range pl.aggs {
 		switch {
+		case a.kind == dpselect.Median:
+			b.WriteString(", 0")
 		case a.kind == dpselect.Count && a.column == "":
 			b.WriteString(", sum(_n)")
 		case a.kind == dpselect.Count:
@@ -187,6 +236,7 @@ func rewriteOneRow(pl *plan, t, u string, keys []string, where string) string {
 	}
 	for j, a := range pl.aggs {
 		switch {
+		case a.kind == dpselect.Median:
 		case a.kind == dpselect.Count && a.column != "":
 			fmt.Fprintf(&in, "(%s IS NOT NULL) AS _v%d, ", dpselect.QuoteIdent(a.column), j)
 		case a.kind != dpselect.Count:
@@ -205,6 +255,8 @@ func rewriteOneRow(pl *plan, t, u string, keys []string, where string) string {
 	b.WriteString("count(*)")
 	for j, a := range pl.aggs {
 		switch {
+		case a.kind == dpselect.Median:
+			b.WriteString(", 0")
 		case a.kind == dpselect.Count && a.column == "":
 			b.WriteString(", count(*)")
 		case a.kind == dpselect.Count:
@@ -224,4 +276,67 @@ func rewriteOneRow(pl *plan, t, u string, keys []string, where string) string {
 		b.WriteString(" GROUP BY " + strings.Join(kk, ", "))
 	}
 	return b.String()
+}
+
+// bucketExpr is the histogram bucket, in [0, MedianBuckets), of a MEDIAN's
+// clamped value for one row, NULL when the value is dropped (not a number).
+func bucketExpr(a aggPlan) string {
+	c := dpselect.QuoteIdent(a.column)
+	top := MedianBuckets - 1
+	scale := num(MedianBuckets / (a.hi - a.lo))
+	if !a.numericCompare {
+		return fmt.Sprintf("CASE WHEN %s THEN max(0, min(%d, CAST((max(%s, min(%s, %s)) - %s) * %s AS INTEGER))) END",
+			numberGuard(c, true), top, num(a.lo), num(a.hi), c, num(a.lo), scale)
+	}
+	return fmt.Sprintf("CASE WHEN %[1]s >= %[2]s THEN CASE WHEN %[1]s <= 9e999 THEN %[4]d END WHEN %[1]s <= %[3]s THEN CASE WHEN %[1]s >= -9e999 THEN 0 END ELSE max(0, min(%[4]d, CAST((%[1]s - %[3]s) * %[5]s AS INTEGER))) END",
+		c, num(a.hi), num(a.lo), top, scale)
+}
+
+// rewriteHistogram returns the SQL of MEDIAN aggregate a's histograms: one
+// row (group keys, bucket, count) per non-empty bucket of each group, over
+// rows bounded per person as the main statement bounds them (at most
+// max_rows rows in each of at most max_groups groups, chosen afresh at
+// random: the histogram is its own release, bounded on its own).
+func rewriteHistogram(pl *plan, a aggPlan) string {
+	t := "main." + dpselect.QuoteIdent(pl.table)
+	keys := make([]string, len(pl.keys))
+	kk := make([]string, len(pl.keys))
+	for i, k := range pl.keys {
+		keys[i] = dpselect.QuoteIdent(k)
+		kk[i] = "_k" + strconv.Itoa(i)
+	}
+	where := "1"
+	if pl.where != "" {
+		where = pl.where
+	}
+	for i, ks := range pl.keySources {
+		where = fmt.Sprintf("(%s) AND %s IN (SELECT %s FROM main.%s)", where, keys[i], dpselect.QuoteIdent(ks[1]), dpselect.QuoteIdent(ks[0]))
+	}
+	var sel strings.Builder // the keys as _k0, ...
+	for i, k := range keys {
+		fmt.Fprintf(&sel, "%s AS %s, ", k, kk[i])
+	}
+	group := strings.Join(append(append([]string(nil), kk...), "_b"), ", ")
+	if pl.unitUnique {
+		where = fmt.Sprintf("(%s) AND %s IS NOT NULL", where, dpselect.QuoteIdent(pl.policy.PrivacyUnit))
+	}
+	if pl.policy.PrivacyUnit == "" || pl.unitUnique {
+		return fmt.Sprintf("SELECT %s FROM (SELECT %s%s AS _b FROM %s WHERE %s) WHERE _b IS NOT NULL GROUP BY %s",
+			strings.Join(append(append([]string(nil), kk...), "_b", "count(*)"), ", "), sel.String(), bucketExpr(a), t, where, group)
+	}
+	u := dpselect.QuoteIdent(pl.policy.PrivacyUnit)
+	part := strings.Join(append([]string{u}, keys...), ", ")
+	rows := fmt.Sprintf("SELECT %s AS _u, %s%s AS _b, row_number() OVER (PARTITION BY %s ORDER BY random()) AS _rn FROM %s WHERE (%s) AND %s IS NOT NULL",
+		u, sel.String(), bucketExpr(a), part, t, where, u)
+	pk := strings.Join(append([]string{"_u"}, kk...), ", ")
+	groups := fmt.Sprintf("SELECT %s, row_number() OVER (PARTITION BY _u ORDER BY random()) AS _gn FROM (SELECT DISTINCT %s FROM _r)", pk, pk)
+	on := []string{"_r._u IS _g._u"}
+	rk := make([]string, len(kk))
+	for i, k := range kk {
+		on = append(on, fmt.Sprintf("_r.%s IS _g.%s", k, k))
+		rk[i] = "_r." + k
+	}
+	return fmt.Sprintf("WITH _r AS (%s), _g AS (%s) SELECT %s FROM _r JOIN _g ON %s WHERE _r._rn <= %d AND _g._gn <= %d AND _r._b IS NOT NULL GROUP BY %s",
+		rows, groups, strings.Join(append(append([]string(nil), rk...), "_r._b", "count(*)"), ", "),
+		strings.Join(on, " AND "), pl.maxRows, pl.maxGroups, strings.Join(append(append([]string(nil), rk...), "_r._b"), ", "))
 }

@@ -3,6 +3,7 @@ package protect_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -62,7 +63,7 @@ func TestIssueExample(t *testing.T) {
 	if math.Abs(math.Sqrt(sq)-0.5) > 1e-12 {
 		t.Errorf("parts compose to mu %v, want 0.5", math.Sqrt(sq))
 	}
-	if n, err := accountant.Verify(context.Background(), owner); err != nil || n != 2 { // the budget event and the charge
+	if n, err := accountant.Verify(context.Background(), owner); err != nil || n != 3 { // the budget event, the policy record and the charge
 		t.Errorf("audit verify: %d %v", n, err)
 	}
 }
@@ -111,24 +112,32 @@ func TestOneChargePerStatement(t *testing.T) {
 }
 
 // A policy changed behind dpsql's back (the file edited directly) is caught
-// by VerifyPolicies, and so is an edited log row.
+// by VerifyPolicies, and so is an edited policy record.
 func TestPolicyChainVerified(t *testing.T) {
-	path, owner := newClinic(t, 10, `json_object('privacy_unit', 'pid')`, insertPatients(1, func(i int) (int, string, int, any) { return 1, "F", 1, 1.0 }))
-	_ = path
+	_, owner := newClinic(t, 10, `json_object('privacy_unit', 'pid')`, insertPatients(1, func(i int) (int, string, int, any) { return 1, "F", 1, 1.0 }))
 	ctx := context.Background()
 	mustExec(t, owner, `SELECT dp_protect('wards', '{}')`)
 	mustExec(t, owner, `SELECT dp_unprotect('wards')`)
 	if n, err := protect.VerifyPolicies(ctx, owner); err != nil || n != 3 {
 		t.Fatalf("fresh chain: %d %v", n, err)
 	}
+	var kinds string
+	owner.QueryRow(`SELECT group_concat(kind || ':' || mechanism || ':' || json_extract(params, '$.action'), ' ') FROM dp_ledger WHERE kind = 'policy'`).Scan(&kinds)
+	if kinds != "policy:patients:protect policy:wards:protect policy:wards:unprotect" {
+		t.Errorf("policy records %q", kinds)
+	}
 	mustExec(t, owner, `UPDATE dp_policy SET policy = '{"max_groups":1,"max_rows":1}'`)
-	if _, err := protect.VerifyPolicies(ctx, owner); err == nil || !strings.Contains(err.Error(), "does not match dp_policy_log") {
+	if _, err := protect.VerifyPolicies(ctx, owner); err == nil || !strings.Contains(err.Error(), "does not match the policy records") {
 		t.Errorf("edited dp_policy: %v", err)
 	}
-	mustExec(t, owner, `DROP TRIGGER dp_policy_log_no_update`)
-	mustExec(t, owner, `UPDATE dp_policy_log SET policy = '{"max_groups":1,"max_rows":1}' WHERE id = 1`)
-	if _, err := protect.VerifyPolicies(ctx, owner); err == nil || !strings.Contains(err.Error(), "does not match its hash") {
-		t.Errorf("edited log: %v", err)
+	mustExec(t, owner, `UPDATE dp_policy SET policy = '{"privacy_unit":"pid","max_groups":1,"max_rows":1}'`)
+	if _, err := protect.VerifyPolicies(ctx, owner); err != nil {
+		t.Errorf("restored dp_policy: %v", err)
+	}
+	dropLedgerTriggers(t, owner)
+	mustExec(t, owner, `UPDATE dp_ledger SET params = '{"action":"protect","policy":{"max_groups":1,"max_rows":1}}' WHERE kind = 'policy' AND mechanism = 'patients'`)
+	if _, err := protect.VerifyPolicies(ctx, owner); !errors.Is(err, accountant.ErrChainBroken) {
+		t.Errorf("edited policy record: %v", err)
 	}
 	// Bad policies are refused with their reason.
 	for _, bad := range []string{`'{"privacy_unit": "nope"}'`, `'{"max_groups": 2}'`, `'{"bounds": {"bmi": [5, 1]}}'`, `'{"colour": 1}'`} {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/protect"
 	"github.com/spf13/cobra"
@@ -30,7 +32,8 @@ declares a public table listing COL's values: a GROUP BY on such columns
 releases every listed key and no other, without partition selection. Analyst connections
 (dpsql query --analyst, ext.OpenAnalyst) then read TABLE only through
 SELECT WITH DIFFERENTIAL_PRIVACY. Protecting a protected table replaces its
-policy. Each change is appended to the hash-chained dp_policy_log.`,
+policy. Each change is a policy record in the ledger's hash chain (dp_ledger,
+kind 'policy'), which dpsql audit verify replays against dp_policy.`,
 		Example: `  dpsql protect clinic.db patients --privacy-unit pid --max-groups 1 --bounds bmi=10:60`,
 		Args:    nargs("DB", "TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -151,6 +154,12 @@ func (m *Main) openAnalystSession(ctx context.Context, path, scope string) (*ses
 	check, err := openDB(ctx, path, "", false) // the file must exist
 	if err != nil {
 		return nil, err
+	}
+	// A file written before policy records: carry its dp_policy_log over
+	// into the ledger now (the owner runs this command). If the file cannot
+	// be written, its checked log still serves.
+	if _, err := protect.UpgradePolicies(ctx, check); err != nil && !errors.Is(err, accountant.ErrChainBroken) {
+		fmt.Fprintf(m.Stderr, "warning: the policies of %s were not carried over into the ledger: %v\n", path, err)
 	}
 	check.Close()
 	db, err := ext.OpenAnalyst(path, scope)

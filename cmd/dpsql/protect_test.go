@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,4 +53,29 @@ func TestProtectAnalystQueryShell(t *testing.T) {
 	mustRun(t, "unprotect", db, "patients")
 	mustRun(t, "query", "--analyst", db, "SELECT count(*) FROM patients")
 	mustFail(t, 1, "not protected", "unprotect", db, "patients")
+}
+
+// A file written before policy records (protect/testdata) keeps working
+// from the command line: the analyst session carries its dp_policy_log over
+// into the ledger, and audit verify checks both.
+func TestAnalystUpgradesLegacyPolicies(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "protect", "testdata", "legacy_policy_log.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "legacy.db")
+	if err := os.WriteFile(db, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, "audit", "verify", db); !strings.Contains(out, "policies OK: 4 changes") {
+		t.Errorf("audit verify of the old file: %q", out)
+	}
+	mustFail(t, 1, "table patients is protected", "query", "--analyst", db, "SELECT * FROM patients")
+	if out := mustRun(t, "audit", "verify", db); !strings.Contains(out, "policies OK: 5 changes") {
+		t.Errorf("audit verify after the upgrade: %q", out)
+	}
+	out := mustRun(t, "query", db, "SELECT mechanism, json_extract(params, '$.action') FROM dp_ledger WHERE kind = 'policy'", "-f", "csv")
+	if !strings.Contains(out, "dp_policy_log,upgrade") {
+		t.Errorf("policy records: %q", out)
+	}
 }

@@ -12,7 +12,7 @@
 //
 // where each item is a column (a group key) or one of COUNT(*), COUNT(col),
 // SUM(col [, contribution_bounds_per_group => (lo, hi)]), AVG(col [, ...]),
-// VAR_POP(col [, ...]) and STDDEV_POP(col [, ...]),
+// VAR_POP(col [, ...]), STDDEV_POP(col [, ...]) and MEDIAN(col [, ...]),
 // optionally followed by [AS] alias. WHERE takes literals, columns, unary and
 // binary operators, IS [NOT] NULL, [NOT] BETWEEN, [NOT] IN (list),
 // [NOT] LIKE 'literal', CASE, CAST and function calls; which functions are
@@ -54,13 +54,15 @@ const (
 	Avg   = "AVG"
 	Var   = "VAR_POP"
 	Std   = "STDDEV_POP"
+	// Median is MEDIAN(col [, contribution_bounds_per_group => (lo, hi)]).
+	Median = "MEDIAN"
 )
 
 // Item is one output of the SELECT list: a group-key column (Agg == "") or
 // an aggregate.
 type Item struct {
 	Column string      // the key column, or the aggregate's argument ("" for COUNT(*))
-	Agg    string      // "", Count, Sum, Avg, Var or Std
+	Agg    string      // "", Count, Sum, Avg, Var, Std or Median
 	Bounds *[2]float64 // contribution_bounds_per_group, if given
 	Alias  string      // "" if none
 }

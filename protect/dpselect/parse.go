@@ -13,7 +13,7 @@ import (
 var ErrNotDP = errors.New("not a SELECT WITH DIFFERENTIAL_PRIVACY statement")
 
 // Accepted is the one-line summary of the grammar that parse errors point to.
-const Accepted = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = ...) keys and COUNT(*), COUNT(col), SUM(col), AVG(col), VAR_POP(col), STDDEV_POP(col) FROM protected_table [WHERE ...] [GROUP BY keys] [ORDER BY outputs] [LIMIT n]"
+const Accepted = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = ...) keys and COUNT(*), COUNT(col), SUM(col), AVG(col), VAR_POP(col), STDDEV_POP(col), MEDIAN(col) FROM protected_table [WHERE ...] [GROUP BY keys] [ORDER BY outputs] [LIMIT n]"
 
 // MaxLikePattern is the longest LIKE pattern accepted, well under SQLite's
 // default limit of 50,000 bytes.
@@ -313,9 +313,9 @@ func (p *parser) item() (Item, error) {
 	agg := strings.ToUpper(t.text)
 	if t.kind == tIdent && !t.quoted && p.toks[p.i+1].op("(") {
 		switch agg {
-		case Count, Sum, Avg, Var, Std:
+		case Count, Sum, Avg, Var, Std, Median:
 		default:
-			return it, p.errf("%s(...) is not a DP aggregate: use COUNT(*), COUNT(col), SUM(col), AVG(col), VAR_POP(col) or STDDEV_POP(col)", t.text)
+			return it, p.errf("%s(...) is not a DP aggregate: use COUNT(*), COUNT(col), SUM(col), AVG(col), VAR_POP(col), STDDEV_POP(col) or MEDIAN(col)", t.text)
 		}
 		p.i += 2
 		it.Agg = agg

@@ -36,6 +36,7 @@ func TestParseForms(t *testing.T) {
 	for _, src := range []string{
 		`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) g, VAR_POP(x, contribution_bounds_per_group => (0, 1)), STDDEV_POP(x) AS s FROM t GROUP BY g`,
 		`select with differential_privacy options (epsilon = 1, delta = 1e-6) count(*) from t`,
+		`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) g, MEDIAN(x, contribution_bounds_per_group => (0, 1)) AS m, median(y) FROM t GROUP BY g`,
 		`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1, max_groups_contributed = 2) a, b, SUM(x, contribution_bounds_per_group => (-1, 1.5)) s FROM t WHERE a IN (1, 2) AND NOT b IS NULL AND x BETWEEN 0 AND 3 OR name LIKE 'a%' GROUP BY a, t.b ORDER BY s DESC, 1 LIMIT 10`,
 		`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(x) FROM "my table" WHERE CASE WHEN x > 1 THEN 1 ELSE 0 END = 1 AND CAST(y AS INTEGER) <> 3 AND lower(z) = 'q' -- comment
 		`,
