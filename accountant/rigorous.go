@@ -101,7 +101,7 @@ func newRigGroup(m Mechanism) rigGroup {
 	one := m
 	one.Steps = 1
 	b, _ := json.Marshal(one)
-	return rigGroup{key: string(b), m: one, steps: int64(m.steps())}
+	return rigGroup{key: string(b), m: one, steps: int64(m.StepsOrOne())}
 }
 
 // mechanism returns the group's mechanism composed steps times.
@@ -111,22 +111,13 @@ func (g rigGroup) mechanism() Mechanism {
 	return m
 }
 
-// components returns the mechanisms an entry composes: a composite's parts,
-// or the entry itself.
-func (m Mechanism) components() []Mechanism {
-	if m.Kind == KindComposite {
-		return m.Parts
-	}
-	return []Mechanism{m}
-}
-
 // rigMaxSteps bounds a group's total steps, far beyond any budget.
 const rigMaxSteps = 1 << 40
 
 // add records one validated entry (a composite's parts each in turn).
 func (c *rigComposition) add(e Mechanism) error {
 	c.count++
-	for _, m := range e.components() {
+	for _, m := range e.Components() {
 		if m.IsGaussian() {
 			c.addGaussian(m.GDPMu())
 			continue
@@ -211,7 +202,7 @@ func (c *rigComposition) full(roundCap float64) (*pld.PLD, float64, error) {
 		// Extend only when the predecessor leaves room for a convolution.
 		if prev := rigFull.get(st.prev); prev != nil && prev.RoundoffBound() <= roundCap/2 {
 			p := prev
-			for _, part := range st.m.components() { // a composite: each part in turn
+			for _, part := range st.m.Components() { // a composite: each part in turn
 				var e *pld.PLD
 				var err error
 				if part.IsGaussian() {
@@ -385,7 +376,7 @@ func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
 			case KindGaussianInf:
 				return rigorousConfig.GaussianMuInf(m.Mu, m.Delta)
 			case KindTruncatedLaplace, KindOptNoise:
-				return m.noisePLD(rigorousConfig)
+				return noisePLD(m, rigorousConfig)
 			default:
 				return nil, fmt.Errorf("%s: no PLD for this kind", m.Kind)
 			}
@@ -528,7 +519,7 @@ func ComposeInto(cached []byte, m Mechanism) ([]byte, error) {
 	}
 	// A format 1 cache: extend its PLD as before.
 	c.count++
-	for _, part := range m.components() {
+	for _, part := range m.Components() {
 		var p *pld.PLD
 		if part.IsGaussian() {
 			p, err = rigGaussianPLD(part.GDPMu())

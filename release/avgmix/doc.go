@@ -38,7 +38,7 @@
 // # Use
 //
 // [NewPlan] validates the parameters, chooses m and calibrates the noise, and
-// returns a [Plan] whose Mechanism field is the accountant.Mechanism to charge.
+// returns a [Plan] whose Mechanism field is the mechanism.Mechanism to charge.
 // Charge it, then call [Release], which clips the data, draws the subsets and
 // the noise, and streams the T rows to a callback in order.
 //
@@ -59,7 +59,7 @@
 // the pair N(0,1), N(1/sigma_eff,1); by the dominating-pair theorem for
 // Poisson subsampling under add/remove neighbours (Zhu, Dong and Wang 2022)
 // the subsampled step is dominated by the subsampled Gaussian's pair, which is
-// what accountant.KindSubsampledGaussian with Q, Sigma, Steps prices.
+// what mechanism.KindSubsampledGaussian with Q, Sigma, Steps prices.
 //
 // # Exact arithmetic
 //

@@ -43,7 +43,7 @@
 // scope holding both kinds has a replace-one guarantee only,
 // sqrt(sum (2 mu_addremove)^2 + sum mu_replaceone^2) <= 2 mu_spent, since an
 // add/remove mu-GDP mechanism is 2mu-GDP for a replacement (group privacy) and
-// nothing converts the other way (see [accountant.ReplaceOne]).
+// nothing converts the other way (see [mechanism.ReplaceOne]).
 //
 // Labels. The paper releases labels in clear. Labels = "public" keeps that,
 // as a documented assumption: the labels are known to the adversary and only
