@@ -61,10 +61,12 @@ func (e *BudgetError) deltaNote() string {
 	return ""
 }
 
-// IsBudgetExceeded reports whether err is a refusal for lack of budget, also
-// after it crossed the SQL boundary (where SQLite keeps only its message).
+// IsBudgetExceeded reports whether err is a refusal for lack of budget (of
+// its scope or of the file's cap). An error that crossed SQLite carries its
+// type only once recovered through its connection (ext.Typed); its message
+// is never parsed.
 func IsBudgetExceeded(err error) bool {
-	return err != nil && (errors.Is(err, ErrBudget) || strings.Contains(err.Error(), ErrBudget.Error()))
+	return errors.Is(err, ErrBudget)
 }
 
 // Unwrap lets errors.Is(err, ErrBudget) match.

@@ -37,6 +37,7 @@ type Conn struct {
 	// The charges committed during the statement execution exec, so that a
 	// later error in the same statement can say that they stand.
 	exec    execution
+	failed  failure // the last refused charge (LastError)
 	charged []committed
 }
 
@@ -126,6 +127,9 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 	case err != nil && relErr == nil:
 		err = fmt.Errorf("%s: %w", fn, err)
 	}
+	if err != nil {
+		c.rememberFailure(exec, err)
+	}
 	if err == nil {
 		c.mu.Lock()
 		if exec != c.exec {
@@ -135,6 +139,48 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 		c.mu.Unlock()
 	}
 	return r, err
+}
+
+// failure is the typed error of the last charge the connection refused, and
+// the statement run it happened in.
+type failure struct {
+	seq uint64 // the connection's run count then (execution.seq)
+	err error
+}
+
+// rememberFailure keeps err, a failed charge's error, for LastError: SQLite
+// passes only its message on to the statement's caller.
+func (c *Conn) rememberFailure(exec execution, err error) {
+	if exec == (execution{}) || exec.seq == 0 || accountant.CodeOf(err) == "" {
+		return
+	}
+	c.mu.Lock()
+	c.failed = failure{seq: exec.seq, err: err}
+	c.mu.Unlock()
+}
+
+// LastError returns the typed error of a charge refused during the last
+// statement run on the connection (nil if none was, or a statement ran
+// since). The statement's own error, which crossed SQLite, holds only its
+// message: read the code from this one (accountant.CodeOf, errors.As).
+func (c *Conn) LastError() error {
+	c.mu.Lock()
+	f := c.failed
+	c.mu.Unlock()
+	if f.err == nil || f.seq != c.runs.value() {
+		return nil
+	}
+	return f.err
+}
+
+// LastError is [Conn.LastError] of the connection sc ([Register]); nil when
+// sc has no dpsql state.
+func LastError(sc *sqlite3.SQLiteConn) error {
+	c, ok := Lookup(sc)
+	if !ok {
+		return nil
+	}
+	return c.LastError()
 }
 
 // interruptPoll is how often a charge in progress looks for an interrupt of
