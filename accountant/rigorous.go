@@ -31,9 +31,7 @@ import (
 //   - truncated_laplace, optnoise: their exact PLDs (see noise_kinds.go).
 //   - subsampled_gaussian: Poisson rate Q, noise multiplier Sigma, Steps
 //     steps, both directions kept. Replace-one entries use the replace-one
-//     pair (pld.SubsampledGaussianReplaceOne): a replace-one neighbour under
-//     Poisson sampling is not two composed add/remove steps (group privacy
-//     is not composition).
+//     pair (pld.SubsampledGaussianReplaceOne; why: neighbours.go).
 
 // rigorousConfig is the discretisation used for ledger accounting.
 var rigorousConfig = pld.Config{}

@@ -28,8 +28,8 @@ const (
 // Neighbour relations. An entry states its figures for one relation: add/remove
 // (one row added or removed, the default) or replace-one (one row replaced by
 // another). Why each release states the relation it does, and how a scope of
-// one relation accounts entries of the other, is written once, in the
-// README's section "Neighbouring databases".
+// one relation accounts entries of the other, is written once, in
+// the README, "The privacy model in plain words", paragraph "One neighbour relation per scope".
 const (
 	AddRemove  = "add_remove"
 	ReplaceOne = "replace_one"

@@ -94,12 +94,10 @@ type selectTopmOptions struct {
 //
 //	mu = sqrt((2 mu_s)^2 + mu_r^2 + mu_l^2).
 //
-// It dominates the call soundly: a replacement is a removal followed by an
-// addition, so the add/remove mu_s-GDP selection is 2 mu_s-GDP for a
-// replacement (group privacy, Dong, Roth and Su 2019, Theorem 2.14); the
-// release then runs on the selection's output, and adaptive composition of
-// GDP adds the squares. The ledger charges replace-one entries as stated (see
-// accountant.ReplaceOne). The price of a single entry is the factor 2 on the
+// It dominates the call soundly: the add/remove mu_s-GDP selection is
+// 2 mu_s-GDP for a replacement (the argument is written once, in
+// the README, "The privacy model in plain words", paragraph "One neighbour relation per scope"); the release then runs on the
+// selection's output, and adaptive composition of GDP adds the squares. The price of a single entry is the factor 2 on the
 // selection, which separate add/remove and replace-one entries would not pay
 // in the scope's mu_spent. Every component (each Gaussian of the selection
 // and the release with its neighbours, mu_s, mu_r, mu_l, the chosen indices

@@ -14,7 +14,7 @@
 // If the directory does not exist, or with -synthetic, the program uses
 // generated data of the same shape instead and says so: a K = 10 Gaussian
 // mixture whose class means form a simplex equiangular tight frame (the
-// neural-collapse geometry of seed 003), as in release/avgmix's utility test.
+// neural-collapse geometry of NeuroMixGDP (Li, Cao, Yao, arXiv:2202.06467)), as in release/avgmix's utility test.
 //
 // # Preprocessing
 //

@@ -22,7 +22,7 @@
 // pair by at most (Cx/m, Cy/m), so in units of the noise one step is a
 // Gaussian mechanism with noise multiplier sigma = 1/sqrt(1/sigma_x^2 +
 // 1/sigma_y^2), and the release is T compositions of a Poisson-subsampled
-// Gaussian with rate q and multiplier sigma (seed 003, Theorem E.1). The
+// Gaussian with rate q and multiplier sigma (NeuroMixGDP (Li, Cao, Yao, arXiv:2202.06467), Theorem E.1). The
 // balance lambda = sigma_y/sigma_x of Theorem 3.1 splits the budget:
 // sigma_x = sigma sqrt(1 + 1/lambda^2), sigma_y = sigma sqrt(1 + lambda^2).
 // n is a public planning figure, never the data's row count: q = m/n is fixed
@@ -46,7 +46,7 @@
 //
 // The target noise multiplier comes from Params.Calibrate(q, steps) when it is
 // set (dpsql passes the rigorous PLD accountant there), otherwise from the
-// central-limit formula of seed 003 Theorem E.2 inverted,
+// central-limit formula of NeuroMixGDP (arXiv:2202.06467) Theorem E.2 inverted,
 // sigma = 1/sqrt(ln(1 + mu^2/(q^2 T))). Noise is then drawn by
 // [release.Noise.AddGaussian], which rounds to a power-of-two grid and so
 // inflates the sensitivity by g*sqrt(dim) ([release.GaussianMu]). The feature

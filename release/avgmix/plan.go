@@ -95,7 +95,7 @@ type Plan struct {
 	// Steps.
 	Mechanism mechanism.Mechanism
 	// CLTMu is the central-limit mu-GDP figure of Mechanism,
-	// Q sqrt(Steps) sqrt(e^(1/Sigma^2) - 1) (seed 003, Theorem E.2): asymptotic
+	// Q sqrt(Steps) sqrt(e^(1/Sigma^2) - 1) (NeuroMixGDP (Li, Cao, Yao, arXiv:2202.06467), Theorem E.2): asymptotic
 	// only; budgets should be decided on a rigorous figure.
 	CLTMu float64
 
@@ -103,7 +103,7 @@ type Plan struct {
 	classes []uint64 // hierarchical: T rows of words; bit k of row t set iff output t chose class k
 }
 
-// NuStar returns nu* = argmax over nu > 0 of nu ln(1 + mu^2/nu^2) (seed 003,
+// NuStar returns nu* = argmax over nu > 0 of nu ln(1 + mu^2/nu^2) (NeuroMixGDP (arXiv:2202.06467),
 // Section 3.2), found by golden-section search. The objective is unimodal:
 // 0 at both ends, with one stationary point.
 func NuStar(mu float64) (float64, error) {
@@ -130,7 +130,7 @@ func NuStar(mu float64) (float64, error) {
 }
 
 // DefaultM returns the default mixup degree: round(nu* n / sqrt(T)) for
-// Poisson sampling (seed 003, Section 3.2), and round(nu* n sqrt(P) / sqrt(T))
+// Poisson sampling (NeuroMixGDP (arXiv:2202.06467), Section 3.2), and round(nu* n sqrt(P) / sqrt(T))
 // for hierarchical sampling, where the per-class accounting (rate m/(nP) over
 // about P*T steps) makes m*sqrt(T)/(n sqrt(P)) play the role of nu. The result
 // is clamped to [1, n] (Poisson) or [1, floor(nP)] (hierarchical), the range
@@ -161,7 +161,7 @@ func DefaultM(n, T int, mu float64, sampling string, p float64) (int, error) {
 
 // CLTSigma inverts the central-limit formula: the noise multiplier at which
 // steps compositions of a Poisson-subsampled Gaussian with rate q have
-// asymptotic GDP mu, 1/sqrt(ln(1 + mu^2/(q^2 steps))) (Theorem 3.1 of seed 003
+// asymptotic GDP mu, 1/sqrt(ln(1 + mu^2/(q^2 steps))) (Theorem 3.1 of NeuroMixGDP (arXiv:2202.06467)
 // with 1/sigma^2 = 1/sigma_x^2 + 1/sigma_y^2).
 func CLTSigma(q float64, steps int, mu float64) (float64, error) {
 	if !(q > 0 && q <= 1) || steps < 1 || !(mu > 0) || math.IsInf(mu, 0) {
@@ -175,7 +175,7 @@ func CLTSigma(q float64, steps int, mu float64) (float64, error) {
 }
 
 // CLTMu is the central-limit GDP figure q sqrt(steps) sqrt(e^(1/sigma^2) - 1)
-// of seed 003, Theorem E.2.
+// of NeuroMixGDP (arXiv:2202.06467), Theorem E.2.
 func CLTMu(q float64, steps int, sigma float64) float64 {
 	return q * math.Sqrt(float64(steps)) * math.Sqrt(math.Expm1(1/(sigma*sigma)))
 }

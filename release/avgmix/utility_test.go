@@ -10,7 +10,7 @@ import (
 
 // etfData draws n rows of a K-class Gaussian mixture in d dimensions whose
 // class means form a simplex equiangular tight frame (the neural-collapse
-// geometry of seed 003): mean_c = a * sqrt(K/(K-1)) (e_c - 1/K), rotated into
+// geometry of NeuroMixGDP (Li, Cao, Yao, arXiv:2202.06467)): mean_c = a * sqrt(K/(K-1)) (e_c - 1/K), rotated into
 // R^d by a fixed random orthonormal frame, plus N(0, s^2 I_d) noise. Labels
 // are one-hot.
 func etfData(r *rand.Rand, frame *mat.Dense, n, d, K int, a, s float64) Data {
