@@ -66,8 +66,18 @@ func RigorousEpsilon(ms []Mechanism, delta float64) (float64, error) {
 // CalibrateSubsampledSigma returns the smallest noise multiplier (to a
 // relative 1e-4) for which steps Poisson-subsampled Gaussian steps at rate q
 // are (epsilon, delta)-DP by the rigorous accountant.
+//
+// The search computed the PLD of the sigma it returns; it is memoised as the
+// PLD of that subsampled Gaussian entry, so that pricing the entry next (its
+// quote, its budget check) reads it instead of computing it again.
 func CalibrateSubsampledSigma(q float64, steps int, epsilon, delta float64) (float64, error) {
-	return rigorousConfig.CalibrateSubsampledGaussian(q, steps, epsilon, delta)
+	sigma, p, err := rigorousConfig.CalibrateSubsampledGaussianPLD(q, steps, epsilon, delta)
+	if err != nil || p == nil || steps < 2 {
+		return sigma, err
+	}
+	g := newRigGroup(Mechanism{Kind: KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps})
+	rigMemo.put(rigMemoKey{spec: g.key, steps: int(g.steps)}, p)
+	return sigma, nil
 }
 
 // rigComposition is a composed scope: the exactly-Gaussian part as sum mu_i^2,
@@ -427,6 +437,12 @@ func (c *rigPLDMemo) get(k rigMemoKey, build func() (*pld.PLD, error)) (*pld.PLD
 	if err != nil {
 		return nil, err
 	}
+	c.put(k, p)
+	return p, nil
+}
+
+// put memoises p, the PLD k describes.
+func (c *rigPLDMemo) put(k rigMemoKey, p *pld.PLD) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[k]; !ok && p.Bins() <= rigMemoMaxBins/4 {
@@ -440,7 +456,6 @@ func (c *rigPLDMemo) get(k rigMemoKey, build func() (*pld.PLD, error)) (*pld.PLD
 			delete(c.m, old)
 		}
 	}
-	return p, nil
 }
 
 // rigComposeAll validates ms, merges the Gaussian entries and groups

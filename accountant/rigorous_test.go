@@ -487,3 +487,39 @@ func FuzzCompositionUnmarshal(f *testing.F) {
 		}
 	})
 }
+
+// The calibration leaves the PLD of the sigma it returns in the memo, and
+// it is the PLD the accountant would compute for that entry: pricing the
+// entry afterwards gives the same epsilon as with an empty memo.
+func TestCalibrationMemoisesItsPLD(t *testing.T) {
+	q, steps := 0.004, 700
+	sigma, err := CalibrateSubsampledSigma(q, steps, 1.5, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Mechanism{Kind: KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps}
+	g := newRigGroup(m)
+	rigMemo.mu.Lock()
+	memoised := rigMemo.m[rigMemoKey{spec: g.key, steps: steps}]
+	rigMemo.mu.Unlock()
+	if memoised == nil {
+		t.Fatal("the calibration left no PLD in the memo")
+	}
+	viaMemo, err := Price(m, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rigMemo.mu.Lock()
+	rigMemo.m, rigMemo.order, rigMemo.bins = map[rigMemoKey]*pld.PLD{}, nil, 0
+	rigMemo.mu.Unlock()
+	rigFull.mu.Lock()
+	rigFull.m, rigFull.order, rigFull.bins = map[string]*pld.PLD{}, nil, 0
+	rigFull.mu.Unlock()
+	fresh, err := Price(m, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if viaMemo != fresh || !(fresh <= 1.5) {
+		t.Errorf("epsilon %v from the calibration's PLD, %v computed afresh (target 1.5)", viaMemo, fresh)
+	}
+}
