@@ -163,12 +163,12 @@ func TestSelectTopmSummaryAgreesWithLedgerRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := mechanism.NewQuote(pl.mech, 1e-5, accountant.Price, pl.tv, pl.rec)
+	q, err := pl.p.Quote(3, 20, pl.rec, 1e-5, accountant.Price)
 	if err != nil {
 		t.Fatal(err)
 	}
 	receipt, row := chargedRow(t, q, mechanism.ReplaceOne)
-	want, _ := accountant.Epsilon(pl.mech.Mu, 1e-5)
+	want, _ := accountant.Epsilon(q.Mechanism.Mu, 1e-5)
 	if math.Abs(q.Epsilon-want) > 1e-12 {
 		t.Errorf("quoted epsilon %v, exact conversion %v", q.Epsilon, want)
 	}

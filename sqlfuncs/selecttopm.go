@@ -242,8 +242,8 @@ type selectTopmPlan struct {
 	muLab float64              // randomized response on labels, replace-one (0 with public labels)
 }
 
-// planSelectTopm validates the options against the rows read and prices the
-// call.
+// planSelectTopm validates the options against the rows read; the call is
+// priced by its quote (dfs.Params.Quote) at the scope's delta.
 func planSelectTopm(in *topmInput, o selectTopmOptions) (*selectTopmPlan, error) {
 	const fn = "dp_select_topm"
 	r := &in.rows
@@ -317,70 +317,15 @@ func planSelectTopm(in *topmInput, o selectTopmOptions) (*selectTopmPlan, error)
 		return nil, fmt.Errorf("%s: option \"labels\" must be %q or %q, got %q", fn, dfs.LabelsPrivate, dfs.LabelsPublic, o.Labels)
 	}
 	pl.p = p
-	selM, err := p.SelectMechanisms(r.D)
-	if err != nil {
+	// The mechanisms must be describable before anything is read or drawn.
+	if _, err := p.SelectMechanisms(r.D); err != nil {
 		return nil, mechanismError(fn, err)
 	}
-	relM, err := p.ReleaseMechanisms()
-	if err != nil {
+	if _, err := p.ReleaseMechanisms(); err != nil {
 		return nil, mechanismError(fn, err)
 	}
-	parts := []string{"select_counts", "select_sums", "select_sumsq"}
-	var components []mechanism.SelectTopmComponent
-	var selMus []float64
-	for i, m := range selM {
-		selMus = append(selMus, m.GDPMu())
-		components = append(components, component(parts[i], m, 2*m.GDPMu()))
-	}
-	pl.muSel = mechanism.ComposeMu(selMus...)
-	pl.muRel = relM[0].GDPMu()
-	components = append(components, component("release_features", relM[0], pl.muRel))
-	if len(relM) > 1 {
-		pl.muLab = relM[1].GDPMu()
-		components = append(components, component("release_labels", relM[1], pl.muLab))
-	}
-	pl.mech = mechanism.Mechanism{
-		Kind:       mechanism.KindGaussian,
-		Mu:         mechanism.ComposeMu(2*pl.muSel, pl.muRel, pl.muLab),
-		Neighbours: mechanism.ReplaceOne,
-	}
-	if err := pl.mech.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
-	}
-	cRel := p.ReleaseBound()
-	pl.tv = release.NoiseTVOf(selectCoords(p, r.D) + r.N*p.M)
-	pl.rec = mechanism.SelectTopm{
-		Into: o.Into, N: r.N, NPublic: true, D: r.D, M: p.M, Classes: p.Classes,
-		Score: p.Score, C: p.C, CRelease: cRel, Labels: p.Labels,
-		MuSelect: pl.muSel, MuSelectRequested: p.MuSelect,
-		MuRelease: pl.muRel, MuReleaseRequested: p.MuRelease,
-		MuLabels: pl.muLab, SigmaRelease: relM[0].Sigma,
-		Components:  components,
-		Accounting:  "one replace_one gaussian: mu = sqrt((2 mu_select)^2 + mu_release^2 + mu_labels^2); the add/remove selection is 2 mu_select-GDP for a replacement (group privacy), composed adaptively with the replace-one release",
-		SourceRowid: "rowid",
-		Order:       "source_rowid",
-		Features:    o.Features, Label: o.Label,
-	}
-	if p.Labels == dfs.LabelsPrivate {
-		pl.rec.EpsLabels = p.EpsLabels
-	}
+	pl.rec = mechanism.SelectTopm{Into: o.Into, SourceRowid: "rowid", Order: "source_rowid", Features: o.Features, Label: o.Label}
 	return pl, nil
-}
-
-// selectCoords counts the noisy coordinates of the selection's statistics:
-// class counts and sums, and sums of squares for the t score.
-func selectCoords(p dfs.Params, d int) int {
-	n := p.Classes * (d + 1)
-	if p.Score == dfs.ScoreT {
-		n += p.Classes * d
-	}
-	return n
-}
-
-// component describes one part of the call for the ledger row.
-func component(part string, m mechanism.Mechanism, replaceOneMu float64) mechanism.SelectTopmComponent {
-	m.Neighbours = mechanism.NeighboursOf(m.Neighbours)
-	return mechanism.SelectTopmComponent{Mechanism: m, Part: part, MuReplaceOne: replaceOneMu}
 }
 
 // selectTopm plans, charges and writes the release of the rows in read.
@@ -403,9 +348,9 @@ func (c *Conn) selectTopm(in *topmInput, o selectTopmOptions, start time.Time) (
 	if err != nil {
 		return "", err
 	}
-	quote, err := mechanism.NewQuote(pl.mech, b.Delta, accountant.Price, pl.tv, pl.rec)
+	quote, err := pl.p.Quote(r.D, r.N, pl.rec, b.Delta, accountant.Price)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", fn, err)
+		return "", mechanismError(fn, err)
 	}
 	details, err := quote.Record()
 	if err != nil {
