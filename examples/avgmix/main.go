@@ -96,6 +96,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dpsql/dpsql/internal/synth"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/mat"
@@ -237,7 +238,9 @@ func run(o options, logw io.Writer) (*report, error) {
 	}
 	center := o.Center
 	if train == nil {
-		train, test = generate(o.GenN, o.GenTest, o.GenD, o.Seed)
+		if train, test, err = generate(o.GenN, o.GenTest, o.GenD, o.Seed); err != nil {
+			return nil, err
+		}
 		rep.Source += fmt.Sprintf("K = %d Gaussian mixture with simplex-ETF class means (as release/avgmix's utility test)", numClasses)
 		center = 0 // centred by construction
 	}
@@ -470,50 +473,21 @@ func readIDXLabels(path string) ([]uint8, error) {
 // in d dimensions with simplex-ETF class means of norm 0.5 (rotated into R^d
 // by a random orthonormal frame) and N(0, 0.15^2 I_d) within-class noise,
 // the mixture of release/avgmix's utility test. Classes cycle 0..K-1.
-func generate(n, nTest, d int, seed uint64) (train, test *images) {
-	const a, s = 0.5, 0.15
-	K := numClasses
+func generate(n, nTest, d int, seed uint64) (train, test *images, err error) {
 	r := rand.New(rand.NewPCG(seed, 0xfa5))
-	// K orthonormal rows in R^d (d >= K), by QR of a Gaussian d x K matrix.
-	g := mat.NewDense(d, K, nil)
-	for i := range d {
-		for j := range K {
-			g.Set(i, j, r.NormFloat64())
-		}
-	}
-	var qr mat.QR
-	qr.Factorize(g)
-	var q mat.Dense
-	qr.QTo(&q)
-	// means[c] = a sqrt(K/(K-1)) sum_l (e_c - 1/K)_l frame_l: norm a.
-	f := a * math.Sqrt(float64(K)/float64(K-1))
-	means := make([][]float64, K)
-	for c := range K {
-		means[c] = make([]float64, d)
-		for j := range d {
-			var v float64
-			for l := range K {
-				e := -1 / float64(K)
-				if l == c {
-					e++
-				}
-				v += e * q.At(j, l)
-			}
-			means[c][j] = f * v
-		}
+	mix, err := synth.NewETF(r, numClasses, d, 0.5, 0.15)
+	if err != nil {
+		return nil, nil, err
 	}
 	draw := func(n int) *images {
-		im := &images{x: make([]float32, n*d), n: n, d: d, labels: make([]uint8, n)}
-		for i := range n {
-			c := i % K
+		x, classes := mix.Draw(r, n)
+		im := &images{x: x, n: n, d: d, labels: make([]uint8, n)}
+		for i, c := range classes {
 			im.labels[i] = uint8(c)
-			for j := range d {
-				im.x[i*d+j] = float32(means[c][j] + s*r.NormFloat64())
-			}
 		}
 		return im
 	}
-	return draw(n), draw(nTest)
+	return draw(n), draw(nTest), nil
 }
 
 // projection returns a p x d matrix of N(0, 1/p) entries drawn from seed
