@@ -1,5 +1,9 @@
-// Command dfs reproduces the synthetic experiment of "Larger Model Causes Lower Classification Accuracy Under Differential Privacy: Reason and Solution" (ICLR 2022 submission, the conference version of arXiv:2111.13895), Section 4.1
-// (Figures 3 and 4 of Shen, Wang, Sun, Shen, "Towards Understanding the Impact of Model Size on Differential Private Classification" (arXiv:2111.13895)) with dpsql's sound DFS: private selection
+// Command dfs reproduces the synthetic experiment of "Larger Model Causes
+// Lower Classification Accuracy Under Differential Privacy: Reason and
+// Solution" (the ICLR 2022 submission of Shen, Wang, Sun, Shen, "Towards
+// Understanding the Impact of Model Size on Differential Private
+// Classification", arXiv:2111.13895), Section 4.1 (Figures 3 and 4 of
+// arXiv:2111.13895) with dpsql's sound DFS: private selection
 // from noisy class statistics, rows clipped to public bounds, noise
 // calibrated in Gaussian DP, replace-one per-row release.
 //

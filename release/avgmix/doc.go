@@ -4,7 +4,7 @@
 //
 // The method is Avg-Mix from Li, Cao and Yao, "NeuroMixGDP: a
 // neural-collapse-inspired random mixup for private data release" (arXiv
-// 2202.06467, seed paper 003): Algorithm 1 with Poisson sampling, or with the
+// 2202.06467): Algorithm 1 with Poisson sampling, or with the
 // Hierarchical Sampling of Procedure 2; the noise scales of Theorem 3.1; the
 // mu-GDP accounting of Appendices D and E; and the default mixup degree
 // m* = nu* n / sqrt(T), nu* = argmax_nu nu log(1 + mu^2/nu^2), of Section 3.2.
