@@ -14,15 +14,11 @@ func Price(m Mechanism, delta float64) (float64, error) {
 
 var _ mechanism.Pricer = Price
 
-// QuoteCharge returns the charge of exactly the quote q to scope: its
-// mechanism, and its record (params record, noise_tv, quoted figures) as
-// the row's details. [Ledger.Charge] decides the budget on the mechanism
-// itself, composed with the scope's entries; the quoted epsilon is recorded,
-// never trusted.
-func QuoteCharge(scope string, q mechanism.Quote, query string) (Charge, error) {
-	rec, err := q.Record()
-	if err != nil {
-		return Charge{}, err
-	}
-	return Charge{Scope: scope, Mechanism: q.Mechanism, Details: rec, Query: query}, nil
+// QuoteCharge returns the charge of exactly the quote q to scope.
+// [Ledger.Charge] refuses a quote priced at another delta than the scope's,
+// records the quote's mechanism and record (params record, noise_tv, quoted
+// figures) and decides the budget on the mechanism itself, composed with the
+// scope's entries: the quoted epsilon is recorded, never trusted.
+func QuoteCharge(scope string, q mechanism.Quote, query string) Charge {
+	return Charge{Scope: scope, Quote: &q, Query: query}
 }

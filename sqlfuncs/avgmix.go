@@ -303,11 +303,7 @@ func (a *avgmixAgg) chargeCount(req *avgmixRequest, nc *noisyCount, refused erro
 	if err != nil {
 		return accountant.Receipt{}, err
 	}
-	details, err := q.Record()
-	if err != nil {
-		return accountant.Receipt{}, err
-	}
-	return a.c.Charge(fn, q.Mechanism, details, nil)
+	return a.c.ChargeQuote(fn, q, nil)
 }
 
 func (a *avgmixAgg) releaseWithCount(req *avgmixRequest, nc *noisyCount) (string, error) {
@@ -368,14 +364,10 @@ func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, n int, nc *noi
 	if epsTarget > req.eps {
 		return "", fmt.Errorf("%s: internal error: the calibrated release costs epsilon %g, above its target %g", fn, epsTarget, req.eps)
 	}
-	details, err := quote.Record()
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", fn, err)
-	}
 	data := avgmix.Data{XChunks: r.featureChunks(), ChunkRows: chunkRows, D: r.D, Y: req.y, K: k, N: r.N}
 	// Progress shows T, public when n is asserted; a T that follows a noisy
 	// count stays hidden until the charge commits.
-	receipt, err := a.c.Charge(fn, quote.Mechanism, details, func(tx *sql.Tx) (map[string]any, error) {
+	receipt, err := a.c.ChargeQuote(fn, quote, func(tx *sql.Tx) (map[string]any, error) {
 		return nil, writeAvgmix(fn, tx, o.Into, req.noise, data, plan, nc == nil)
 	})
 	if err != nil {

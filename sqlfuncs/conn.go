@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
@@ -87,6 +88,18 @@ func (c *Conn) ledger() (*accountant.Ledger, error) {
 // inside a writing statement or an explicit transaction, where the charge could
 // not commit first.
 func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any, release func(tx *sql.Tx) (map[string]any, error)) (accountant.Receipt, error) {
+	return c.charge(fn, accountant.Charge{Mechanism: m, Details: details}, release)
+}
+
+// ChargeQuote is Charge of exactly the quote q (accountant.QuoteCharge): its
+// mechanism and record, refused unless q was priced at the scope's delta.
+func (c *Conn) ChargeQuote(fn string, q mechanism.Quote, release func(tx *sql.Tx) (map[string]any, error)) (accountant.Receipt, error) {
+	return c.charge(fn, accountant.Charge{Quote: &q}, release)
+}
+
+// charge runs ac, completed with the connection's scope and the running
+// statement's SQL text.
+func (c *Conn) charge(fn string, ac accountant.Charge, release func(tx *sql.Tx) (map[string]any, error)) (accountant.Receipt, error) {
 	if err := c.canWriteLedger(fn); err != nil {
 		return accountant.Receipt{}, err
 	}
@@ -116,9 +129,8 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 	defer charging.Add(-1)
 	ctx, stop := c.untilInterrupted()
 	defer stop()
-	r, err := l.Charge(ctx, accountant.Charge{
-		Scope: c.Scope(), Mechanism: m, Details: details, Query: exec.sql,
-	}, release)
+	ac.Scope, ac.Query = c.Scope(), exec.sql
+	r, err := l.Charge(ctx, ac, release)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// The interrupt cancelled the charge's transaction (waiting for the

@@ -35,11 +35,7 @@ func chargedRow(t *testing.T, q mechanism.Quote, rel string) (accountant.Receipt
 	if err := l.Init(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	c, err := accountant.QuoteCharge("default", q, "SELECT test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	receipt, err := l.Charge(ctx, c, nil)
+	receipt, err := l.Charge(ctx, accountant.QuoteCharge("default", q, "SELECT test"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -352,13 +352,9 @@ func (c *Conn) selectTopm(in *topmInput, o selectTopmOptions, start time.Time) (
 	if err != nil {
 		return "", mechanismError(fn, err)
 	}
-	details, err := quote.Record()
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", fn, err)
-	}
 	data := dfs.Data{X: r.features(), D: r.D, Labels: r.Classes, N: r.N}
 	var sel dfs.Selection
-	receipt, err := c.Charge(fn, quote.Mechanism, details, func(tx *sql.Tx) (map[string]any, error) {
+	receipt, err := c.ChargeQuote(fn, quote, func(tx *sql.Tx) (map[string]any, error) {
 		var err error
 		sel, err = writeSelectTopm(fn, tx, c, noise, data, in.rowids, pl)
 		if err != nil {
