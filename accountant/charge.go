@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // Charge describes one spend.
@@ -16,6 +19,11 @@ type Charge struct {
 	Mechanism Mechanism
 	Details   map[string]any // recorded in params beside the mechanism (n, d, chosen features, ...)
 	Query     string         // the SQL text that made the charge
+	// Quote, if set, is what is charged: its mechanism (Mechanism must then
+	// be unset or equal), its record (params record, noise_tv, quoted
+	// figures) beside Details, and it must have been priced at the scope's
+	// delta. See QuoteCharge.
+	Quote *mechanism.Quote
 }
 
 // Receipt is what a committed charge reports.
@@ -61,10 +69,12 @@ func (e *BudgetError) deltaNote() string {
 	return ""
 }
 
-// IsBudgetExceeded reports whether err is a refusal for lack of budget, also
-// after it crossed the SQL boundary (where SQLite keeps only its message).
+// IsBudgetExceeded reports whether err is a refusal for lack of budget (of
+// its scope or of the file's cap). An error that crossed SQLite carries its
+// type only once recovered through its connection (ext.Typed); its message
+// is never parsed.
 func IsBudgetExceeded(err error) bool {
-	return err != nil && (errors.Is(err, ErrBudget) || strings.Contains(err.Error(), ErrBudget.Error()))
+	return errors.Is(err, ErrBudget)
 }
 
 // Unwrap lets errors.Is(err, ErrBudget) match.
@@ -77,6 +87,12 @@ func (e *BudgetError) Unwrap() error { return ErrBudget }
 // budget and the scope's spend come from the hash chain, accounted by this
 // process (see state.go); a version-0 file is upgraded first.
 func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) (map[string]any, error)) (Receipt, error) {
+	if c.Quote != nil {
+		var err error
+		if c, err = withQuote(c); err != nil {
+			return Receipt{}, err
+		}
+	}
 	if err := c.Mechanism.Validate(); err != nil {
 		return Receipt{}, err
 	}
@@ -98,6 +114,9 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 	sc, err := fs.scope(c.Scope)
 	if err != nil {
 		return Receipt{}, err
+	}
+	if c.Quote != nil && c.Quote.Delta != sc.budget.Delta {
+		return Receipt{}, fmt.Errorf("the release was quoted at delta %g, but scope %q reports and checks at delta %g; nothing was charged: quote it again at the scope's delta", c.Quote.Delta, c.Scope, sc.budget.Delta)
 	}
 	acc, err := inScope(c.Scope, sc.budget.Neighbours, c.Mechanism)
 	if err != nil {
@@ -166,6 +185,27 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 	l.remember(fs.after(st, tot, row))
 	return Receipt{ID: row.ID, Scope: c.Scope, Mu: st.newMu, MuSpent: st.muAfter, MuRemaining: st.muRemaining,
 		Epsilon: st.epsilon, Delta: st.budget.Delta, Rigorous: st.rigorous, Params: params}, nil
+}
+
+// withQuote returns c with its quote's mechanism and record in place.
+func withQuote(c Charge) (Charge, error) {
+	q := c.Quote
+	if c.Mechanism.Kind != "" && !reflect.DeepEqual(c.Mechanism, q.Mechanism) {
+		return c, errors.New("the charge names another mechanism than its quote; charge exactly the quote")
+	}
+	rec, err := q.Record()
+	if err != nil {
+		return c, err
+	}
+	details := make(map[string]any, len(rec)+len(c.Details))
+	for k, v := range c.Details {
+		details[k] = v
+	}
+	for k, v := range rec { // the quote's figures win
+		details[k] = v
+	}
+	c.Mechanism, c.Details = q.Mechanism, details
+	return c, nil
 }
 
 // noiseTVOf returns the sampler's total-variation bound recorded in a

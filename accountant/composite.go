@@ -6,13 +6,6 @@ import (
 	"math"
 )
 
-// Composite returns the composite entry of parts: one ledger row that is
-// accounted exactly as the parts charged one after another.
-func Composite(parts ...Mechanism) (Mechanism, error) {
-	m := Mechanism{Kind: KindComposite, Parts: parts}
-	return m, m.Validate()
-}
-
 // CalibrateSubsampledSigmaAfter returns a noise multiplier sigma such that the
 // composition of prior with steps Poisson-subsampled Gaussian steps of rate q
 // and multiplier sigma is (epsilon, delta)-DP by the rigorous accountant: the

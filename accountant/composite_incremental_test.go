@@ -13,17 +13,17 @@ func TestCompositeExtendsCheckedComposition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := ComposeInto(nil, sub)
+	cache, err := composeInto(nil, sub)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := CachedEpsilon(cache, 1e-5); err != nil { // this process computes the first composition
+	if _, err := cachedEpsilon(cache, 1e-5); err != nil { // this process computes the first composition
 		t.Fatal(err)
 	}
-	if cache, err = ComposeInto(cache, comp); err != nil {
+	if cache, err = composeInto(cache, comp); err != nil {
 		t.Fatal(err)
 	}
-	got, err := CachedEpsilon(cache, 1e-5)
+	got, err := cachedEpsilon(cache, 1e-5)
 	if err != nil {
 		t.Fatalf("extending by a composite: %v", err)
 	}

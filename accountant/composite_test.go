@@ -47,21 +47,21 @@ func TestCompositeEqualsSeparateParts(t *testing.T) {
 			// Cached composition, entry by entry.
 			var cs, co []byte
 			for _, m := range sep {
-				if cs, err = ComposeInto(cs, m); err != nil {
+				if cs, err = composeInto(cs, m); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for _, m := range one {
-				if co, err = ComposeInto(co, m); err != nil {
+				if co, err = composeInto(co, m); err != nil {
 					t.Fatal(err)
 				}
 			}
-			es, _ := CachedEpsilon(cs, 1e-5)
-			eo, err := CachedEpsilon(co, 1e-5)
+			es, _ := cachedEpsilon(cs, 1e-5)
+			eo, err := cachedEpsilon(co, 1e-5)
 			if err != nil || math.Abs(es-eo) > 1e-9*es {
 				t.Errorf("cached: composite %v, separate %v (%v)", eo, es, err)
 			}
-			if n, _ := CachedCount(co); n != int64(len(one)) {
+			if n, _ := cachedCount(co); n != int64(len(one)) {
 				t.Errorf("cached count %d, want %d entries (a composite is one)", n, len(one))
 			}
 			var sq float64

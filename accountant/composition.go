@@ -19,7 +19,7 @@ import (
 //
 // It keeps the exactly-Gaussian entries as their sum of mu^2 (rounded up) and
 // the others as groups of identical entries with their total steps (see
-// ComposeInto for the encoding), so extending it is bookkeeping and the
+// MarshalBinary for the encoding), so extending it is bookkeeping and the
 // round-off bound of its figures grows with the number of distinct
 // mechanisms, not with the number of charges. While the entries are all
 // Gaussian or external every figure is the exact GDP conversion. The figures
@@ -36,19 +36,14 @@ type Composition struct {
 
 // Add returns the composition of c with m.
 func (c Composition) Add(m Mechanism) (Composition, error) {
-	b, err := c.c.encode()
+	if err := m.Validate(); err != nil {
+		return Composition{}, err
+	}
+	n, err := c.c.extend(m)
 	if err != nil {
 		return Composition{}, err
 	}
-	nb, err := ComposeInto(b, m)
-	if err != nil {
-		return Composition{}, err
-	}
-	d, err := decodeRigCache(nb)
-	if err != nil {
-		return Composition{}, err
-	}
-	return Composition{c: *d}, nil
+	return Composition{c: *n}, nil
 }
 
 // folded returns c with its whole PLD computed once, so that reading delta
@@ -93,7 +88,12 @@ func (c Composition) Epsilon(delta float64) (float64, error) {
 // Count returns the number of entries composed.
 func (c Composition) Count() int64 { return c.c.count }
 
-// MarshalBinary encodes the composition (see ComposeInto).
+// MarshalBinary encodes the composition: the magic "dpRC\x02", the entry
+// count (uint64), the rounded-up sum of squared mu of the exactly-Gaussian
+// entries (float64), the flag byte 2, the number of groups (uint32) and per
+// group its single-step mechanism as canonical JSON (a uint32 length and the
+// bytes) and its total steps (uint64), groups in ascending order of their
+// JSON; little-endian.
 func (c Composition) MarshalBinary() ([]byte, error) { return c.c.encode() }
 
 // UnmarshalBinary decodes what MarshalBinary wrote; empty data is the empty

@@ -3,6 +3,8 @@ package accountant
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"sync"
 )
 
 // The budget decision: whether one more entry fits a scope's budget. It is a
@@ -52,6 +54,49 @@ func certifiedEpsilon(comp Composition, delta, tv float64) (float64, error) {
 	if tv == 0 {
 		return comp.Epsilon(delta)
 	}
+	// The root search sweeps the PLD some hundred times; a charge runs it
+	// for its scope and for the file's total, which often hold the same
+	// entries (one scope): remember the result by the composition's content.
+	var key string
+	if comp.c.legacy == nil {
+		key = comp.c.contentKey() + "|" + strconv.FormatUint(math.Float64bits(delta), 16) + "|" + strconv.FormatUint(math.Float64bits(tv), 16)
+		if e, ok := certified.get(key); ok {
+			return e, nil
+		}
+	}
+	e, err := certifiedEpsilonSearch(comp, delta, tv)
+	if err == nil && key != "" {
+		certified.put(key, e)
+	}
+	return e, err
+}
+
+// certifiedMemo remembers recent certified epsilons by content.
+type certifiedMemo struct {
+	mu sync.Mutex
+	m  map[string]float64
+}
+
+var certified = &certifiedMemo{m: map[string]float64{}}
+
+func (c *certifiedMemo) get(k string) (float64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	return e, ok
+}
+
+func (c *certifiedMemo) put(k string, e float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= 256 {
+		clear(c.m)
+	}
+	c.m[k] = e
+}
+
+// certifiedEpsilonSearch is certifiedEpsilon's root search.
+func certifiedEpsilonSearch(comp Composition, delta, tv float64) (float64, error) {
 	comp, err := comp.folded() // many sweeps follow: convolve once
 	if err != nil {
 		return 0, err

@@ -51,11 +51,11 @@ func TestGaussianInfComposes(t *testing.T) {
 	}
 	var cache []byte
 	for _, m := range ms {
-		if cache, err = ComposeInto(cache, m); err != nil {
+		if cache, err = composeInto(cache, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cached, err := CachedDelta(cache, 1)
+	cached, err := cachedDelta(cache, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func TestPublishedConversions(t *testing.T) {
 	// Seed 003, Appendix E: mu = 0.5016 corresponds to (epsilon = 2, delta = 1e-5).
 	eps, err := Epsilon(0.5016, 1e-5)
 	if err != nil || math.Abs(eps-2) > 1e-3 {
-		t.Errorf("Epsilon(0.5016, 1e-5) = %v, %v; want 2.000 (seed 003 Appendix E)", eps, err)
+		t.Errorf("Epsilon(0.5016, 1e-5) = %v, %v; want 2.000 (NeuroMixGDP (Li, Cao, Yao, arXiv:2202.06467) Appendix E)", eps, err)
 	}
 	mu, err := Mu(2, 1e-5)
 	if err != nil || math.Abs(mu-0.50155168916965662356) > 1e-9*mu {
@@ -169,7 +169,7 @@ func TestMechanismGDPMu(t *testing.T) {
 		{Mechanism{Kind: KindGaussian, Mu: 0.3, Steps: 4}, 0.6},
 		{Mechanism{Kind: KindGaussian, Mu: 0.3, Neighbours: ReplaceOne}, 0.3}, // stated for replacement, charged as stated
 		{Mechanism{Kind: KindExternal, Mu: 0.25}, 0.25},
-		// CLT value of seed 003 Theorem E.2: q sqrt(T) sqrt(e^(1/sigma^2) - 1).
+		// CLT value of NeuroMixGDP (arXiv:2202.06467) Theorem E.2: q sqrt(T) sqrt(e^(1/sigma^2) - 1).
 		{Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 10000}, math.Sqrt(math.E - 1)},
 		{Mechanism{Kind: KindLaplace, Sensitivity: 1, Epsilon: 1}, math.Inf(1)},
 	}

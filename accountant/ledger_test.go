@@ -229,20 +229,37 @@ func TestScopesAndErrors(t *testing.T) {
 	}
 }
 
-func TestIsBudgetExceeded(t *testing.T) {
+func TestIsBudgetExceededAndCodes(t *testing.T) {
 	be := &BudgetError{Scope: "s", Unit: "mu", Mechanism: "gaussian"}
+	capped := &BudgetError{Scope: FileScope, Unit: "mu", Mechanism: "gaussian"}
 	for _, tc := range []struct {
 		err  error
 		want bool
+		code Code
 	}{
-		{be, true},
-		{fmt.Errorf("dp_gaussian: %w", be), true},
-		{errors.New("dp_gaussian: " + be.Error()), true}, // as it comes back through SQLite
-		{errors.New("dp_gaussian: mu must be > 0"), false},
-		{nil, false},
+		{be, true, CodeBudgetExceeded},
+		{fmt.Errorf("dp_gaussian: %w", be), true, CodeBudgetExceeded},
+		{capped, true, CodeFileCapExceeded},
+		// Only the message, as it comes back through SQLite: no type, no
+		// code (ext.Typed recovers them through the connection).
+		{errors.New("dp_gaussian: " + be.Error()), false, ""},
+		{errors.New("dp_gaussian: mu must be > 0"), false, ""},
+		{fmt.Errorf("x: %w", ErrNeighbours), false, CodeNeighbours},
+		{fmt.Errorf("x: %w", ErrUnknownScope), false, CodeUnknownScope},
+		{fmt.Errorf("x: %w", ErrWriteConflict), false, CodeWriteConflict},
+		{nil, false, ""},
 	} {
 		if got := IsBudgetExceeded(tc.err); got != tc.want {
 			t.Errorf("IsBudgetExceeded(%v) = %v", tc.err, got)
 		}
+		if got := CodeOf(tc.err); got != tc.code {
+			t.Errorf("CodeOf(%v) = %q, want %q", tc.err, got, tc.code)
+		}
+		if tc.code != "" && !errors.Is(tc.err, tc.code) && (tc.code == CodeBudgetExceeded || tc.code == CodeFileCapExceeded) {
+			t.Errorf("errors.Is(%v, %q) = false", tc.err, tc.code)
+		}
+	}
+	if errors.Is(be, CodeFileCapExceeded) || errors.Is(capped, CodeBudgetExceeded) {
+		t.Error("a scope's refusal and the file cap's are told apart")
 	}
 }

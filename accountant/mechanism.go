@@ -2,249 +2,53 @@ package accountant
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
-// Mechanism kinds understood by the accountant.
+// The mechanism descriptions live in package mechanism, which release and
+// accountant both import. The names below are aliases kept so that code
+// written against accountant keeps compiling; new code uses package
+// mechanism.
+
+// Mechanism is an alias of [mechanism.Mechanism].
+type Mechanism = mechanism.Mechanism
+
+// Mechanism kinds and neighbour relations: aliases of package mechanism's.
 const (
-	KindGaussian           = "gaussian"            // Gaussian noise: Mu, or Sensitivity and Sigma
-	KindSubsampledGaussian = "subsampled_gaussian" // Poisson-subsampled Gaussian: Q, Sigma (noise multiplier), Steps
-	KindLaplace            = "laplace"             // Laplace noise: Sensitivity and Epsilon (= sensitivity/scale)
-	KindExternal           = "external"            // a spend made outside dpsql, given as Mu (gdp_spend)
-	KindComposite          = "composite"           // several mechanisms charged as one entry: Parts, composed
-	// KindGaussianInf is a mu-GDP Gaussian except on an event of probability
-	// at most Delta (mass at +infinity): a protected-mode statement with
-	// private partition selection (package protect). Accounted by the PLD
-	// accountant (pld.Config.GaussianMuInf); its GDP figure is the Gaussian
-	// part's Mu alone.
-	KindGaussianInf      = "gaussian_inf"
-	KindTruncatedLaplace = "truncated_laplace" // truncated Laplace: Sensitivity, Sigma (scale), Support (see noise_kinds.go)
-	KindOptNoise         = "optnoise"          // piecewise-uniform grid noise: Weights, Shifts (see noise_kinds.go)
+	KindGaussian           = mechanism.KindGaussian
+	KindSubsampledGaussian = mechanism.KindSubsampledGaussian
+	KindLaplace            = mechanism.KindLaplace
+	KindExternal           = mechanism.KindExternal
+	KindComposite          = mechanism.KindComposite
+	KindGaussianInf        = mechanism.KindGaussianInf
+	KindTruncatedLaplace   = mechanism.KindTruncatedLaplace
+	KindOptNoise           = mechanism.KindOptNoise
+
+	AddRemove  = mechanism.AddRemove
+	ReplaceOne = mechanism.ReplaceOne
+
+	// MaxGridWeights is an alias of [mechanism.MaxGridWeights].
+	MaxGridWeights = mechanism.MaxGridWeights
 )
 
-// Neighbour relations. An entry states its figures for one relation: add/remove
-// (one row added or removed, the default) or replace-one (one row replaced by
-// another: a per-row release, which reveals n, whose sensitivity already
-// covers both steps of a replacement, 2C for rows clipped to C). Each scope
-// has one relation; how entries of the other are converted or refused is
-// written once, in neighbours.go.
-const (
-	AddRemove  = "add_remove"
-	ReplaceOne = "replace_one"
-)
+// ParseMechanism is [mechanism.Parse].
+func ParseMechanism(data []byte) (Mechanism, error) { return mechanism.Parse(data) }
 
-// Mechanism describes one release completely enough to re-account it later.
-// It is stored, as JSON, in every ledger row; dp_cost takes the same JSON.
-type Mechanism struct {
-	Kind        string  `json:"mechanism"`
-	Mu          float64 `json:"mu,omitempty"`          // GDP parameter (gaussian, external)
-	Sensitivity float64 `json:"sensitivity,omitempty"` // L2 (gaussian) or L1 (laplace) sensitivity
-	Sigma       float64 `json:"sigma,omitempty"`       // noise scale; for subsampled_gaussian the noise multiplier
-	Q           float64 `json:"q,omitempty"`           // Poisson sampling rate
-	Steps       int     `json:"steps,omitempty"`       // number of compositions (default 1)
-	Epsilon     float64 `json:"epsilon,omitempty"`     // laplace: sensitivity/scale
-	Neighbours  string  `json:"neighbours,omitempty"`  // add_remove (default) or replace_one
-	// Parts are the mechanisms of a composite entry (Kind "composite"), one
-	// release whose pieces are charged together in one ledger row: they are
-	// composed exactly as if each were its own entry. Parts are not nested
-	// and share one neighbour relation; the composite's other fields are unset.
-	Parts []Mechanism `json:"parts,omitempty"`
-	// Delta is gaussian_inf's mass at +infinity; for truncated_laplace and
-	// optnoise, the certified delta at Epsilon (informational).
-	Delta float64 `json:"delta,omitempty"`
-	// Non-Gaussian noise families (see noise_kinds.go).
-	Support       float64 `json:"support,omitempty"`        // truncated_laplace: half-width A of the support
-	Weights       string  `json:"weights,omitempty"`        // optnoise: base64 of the little-endian uint64 interval weights, summing to 2^63
-	Shifts        int     `json:"shifts,omitempty"`         // optnoise: largest neighbour shift, in intervals
-	WeightsSHA256 string  `json:"weights_sha256,omitempty"` // optnoise: hex SHA-256 of the decoded weight bytes
-}
+// Composite is [mechanism.Composite].
+func Composite(parts ...Mechanism) (Mechanism, error) { return mechanism.Composite(parts...) }
 
-// ParseMechanism decodes and validates a JSON mechanism description.
-func ParseMechanism(data []byte) (Mechanism, error) {
-	var m Mechanism
-	if err := json.Unmarshal(data, &m); err != nil {
-		return m, fmt.Errorf("mechanism description is not valid JSON: %w", err)
-	}
-	return m, m.Validate()
-}
-
-// Fields returns the description as a JSON object's fields, as recorded in a
-// ledger row's params.
-func (m Mechanism) Fields() map[string]any {
-	b, _ := json.Marshal(m)
-	var f map[string]any
-	_ = json.Unmarshal(b, &f)
-	return f
-}
+// EncodeGridWeights is [mechanism.EncodeGridWeights].
+func EncodeGridWeights(w []uint64) (weights, sha string) { return mechanism.EncodeGridWeights(w) }
 
 func finitePos(x float64) bool { return x > 0 && !math.IsInf(x, 1) }
-
-// Validate reports whether the description is complete and in range.
-func (m Mechanism) Validate() error {
-	if m.Kind != KindComposite && m.Parts != nil {
-		return fmt.Errorf("%s: parts belong to composite entries only", m.Kind)
-	}
-	if m.Steps < 0 {
-		return fmt.Errorf("%s: steps must be >= 1, got %d", m.Kind, m.Steps)
-	}
-	switch m.Neighbours {
-	case "", AddRemove, ReplaceOne:
-	default:
-		return fmt.Errorf("%s: unknown neighbours %q (want %q or %q)", m.Kind, m.Neighbours, AddRemove, ReplaceOne)
-	}
-	switch m.Kind {
-	case KindGaussian:
-		if m.Mu != 0 {
-			if !finitePos(m.Mu) {
-				return fmt.Errorf("gaussian: mu must be positive and finite, got %v", m.Mu)
-			}
-			return nil
-		}
-		if !finitePos(m.Sensitivity) || !finitePos(m.Sigma) {
-			return fmt.Errorf("gaussian: give mu, or a positive sensitivity and sigma (got sensitivity %v, sigma %v)", m.Sensitivity, m.Sigma)
-		}
-	case KindExternal:
-		if !finitePos(m.Mu) {
-			return fmt.Errorf("external: mu must be positive and finite, got %v", m.Mu)
-		}
-	case KindSubsampledGaussian:
-		if !(m.Q > 0 && m.Q <= 1) {
-			return fmt.Errorf("subsampled_gaussian: q must lie in (0, 1], got %v", m.Q)
-		}
-		if !finitePos(m.Sigma) {
-			return fmt.Errorf("subsampled_gaussian: sigma must be positive and finite, got %v", m.Sigma)
-		}
-		if m.Steps < 1 {
-			return fmt.Errorf("subsampled_gaussian: steps must be >= 1, got %d", m.Steps)
-		}
-	case KindLaplace:
-		if !finitePos(m.Epsilon) {
-			return fmt.Errorf("laplace: epsilon must be positive and finite, got %v", m.Epsilon)
-		}
-	case KindComposite:
-		return m.validateComposite()
-	case KindGaussianInf:
-		if !finitePos(m.Mu) {
-			return fmt.Errorf("gaussian_inf: mu must be positive and finite, got %v", m.Mu)
-		}
-		if !(m.Delta > 0 && m.Delta < 1) {
-			return fmt.Errorf("gaussian_inf: delta must lie in (0, 1), got %v", m.Delta)
-		}
-		if m.Neighbours == ReplaceOne {
-			return errors.New("gaussian_inf: only add_remove neighbours are supported")
-		}
-	case KindTruncatedLaplace, KindOptNoise:
-		return m.validateNoiseKind()
-	case "":
-		return fmt.Errorf("mechanism kind is missing (want one of gaussian, subsampled_gaussian, laplace, truncated_laplace, optnoise, external, gaussian_inf, composite)")
-	default:
-		return fmt.Errorf("unknown mechanism %q (want one of gaussian, subsampled_gaussian, laplace, truncated_laplace, optnoise, external, gaussian_inf, composite)", m.Kind)
-	}
-	return nil
-}
-
-// validateComposite checks a composite entry: at least one part, each valid
-// and not itself composite, all under one neighbour relation (the
-// composite's, if it states one), and no other field set.
-func (m Mechanism) validateComposite() error {
-	if len(m.Parts) == 0 {
-		return errors.New("composite: parts must hold at least one mechanism")
-	}
-	if m.Mu != 0 || m.Sensitivity != 0 || m.Sigma != 0 || m.Q != 0 || m.Steps != 0 || m.Epsilon != 0 {
-		return errors.New("composite: only parts (and neighbours) may be set; the parts carry the parameters")
-	}
-	rel := neighboursOf(m.Neighbours)
-	for i, p := range m.Parts {
-		if p.Kind == KindComposite {
-			return fmt.Errorf("composite: part %d is itself composite; list its parts instead", i+1)
-		}
-		if err := p.Validate(); err != nil {
-			return fmt.Errorf("composite: part %d: %w", i+1, err)
-		}
-		if i == 0 && m.Neighbours == "" {
-			rel = neighboursOf(p.Neighbours)
-		}
-		if neighboursOf(p.Neighbours) != rel {
-			return fmt.Errorf("composite: part %d is stated for %s neighbours, the entry for %s; parts share one neighbour relation", i+1, neighboursOf(p.Neighbours), rel)
-		}
-	}
-	return nil
-}
-
-// neighboursOf names a neighbour relation, "" meaning add_remove.
-func neighboursOf(s string) string {
-	if s == "" {
-		return AddRemove
-	}
-	return s
-}
-
-func (m Mechanism) steps() float64 {
-	if m.Steps < 1 {
-		return 1
-	}
-	return float64(m.Steps)
-}
-
-// IsGaussian reports whether m is exactly GDP (a Gaussian or an external mu
-// spend), so that GDP composition is exact for it. A composite entry is not:
-// the rigorous accountant composes its parts one by one.
-func (m Mechanism) IsGaussian() bool {
-	return m.Kind == KindGaussian || m.Kind == KindExternal
-}
-
-// GDPMu returns the mu-GDP figure of m under add/remove neighbours. It is exact
-// for Gaussian and external entries; for a subsampled Gaussian it is the
-// central-limit value q sqrt(T) sqrt(e^(1/sigma^2) - 1) (Bu, Dong, Long, Su 2020;
-// seed 003 Theorem E.2), which is asymptotic only and never used alone for a
-// budget decision; for gaussian_inf it is the Gaussian part's mu, without
-// its mass at +infinity, likewise never used alone; for Laplace no finite mu
-// dominates in general, so +Inf is returned and the rigorous accountant
-// decides. A composite entry has sqrt(sum of its parts' mu^2) (+Inf if any
-// part's is). Replace-one entries are charged
-// as stated (see ReplaceOne).
-func (m Mechanism) GDPMu() float64 {
-	var mu float64
-	switch m.Kind {
-	case KindGaussian:
-		if m.Mu != 0 {
-			mu = m.Mu
-		} else {
-			mu = m.Sensitivity / m.Sigma
-		}
-		mu *= math.Sqrt(m.steps())
-	case KindExternal:
-		mu = m.Mu * math.Sqrt(m.steps())
-	case KindSubsampledGaussian:
-		mu = m.Q * math.Sqrt(m.steps()) * math.Sqrt(math.Expm1(1/(m.Sigma*m.Sigma)))
-		if m.Neighbours == ReplaceOne {
-			mu *= 2 // the add/remove figure by group privacy; shown only, never decides
-		}
-	case KindComposite:
-		// GDP composes by the sum of squares; +Inf if any part has no finite mu.
-		var sq float64
-		for _, p := range m.Parts {
-			pm := p.GDPMu()
-			if math.IsInf(pm, 1) {
-				return math.Inf(1)
-			}
-			sq += pm * pm
-		}
-		mu = math.Sqrt(sq)
-	case KindGaussianInf:
-		mu = m.Mu * math.Sqrt(m.steps()) // the Gaussian part only: its Delta is left to the rigorous accountant
-	default:
-		return math.Inf(1)
-	}
-	return mu
-}
 
 // accounted returns m with only the fields that its kind's accounting reads
 // (so informational fields recorded beside it, such as a scope's delta, do
 // not count as a difference).
-func (m Mechanism) accounted() Mechanism {
+func accounted(m Mechanism) Mechanism {
 	a := Mechanism{Kind: m.Kind, Steps: m.Steps, Neighbours: m.Neighbours}
 	if a.Steps == 1 {
 		a.Steps = 0
@@ -262,7 +66,7 @@ func (m Mechanism) accounted() Mechanism {
 		a.Mu, a.Delta = m.Mu, m.Delta
 	case KindComposite:
 		for _, p := range m.Parts {
-			a.Parts = append(a.Parts, p.accounted())
+			a.Parts = append(a.Parts, accounted(p))
 		}
 	default: // the noise families and anything newer: every field counts
 		a = m
@@ -278,8 +82,8 @@ func sameAccounting(params []byte, m Mechanism) error {
 	if err != nil {
 		return fmt.Errorf("recording the charge: its parameters would not re-account (%v); a detail key probably names a mechanism field", err)
 	}
-	a, _ := json.Marshal(got.accounted())
-	b, _ := json.Marshal(m.accounted())
+	a, _ := json.Marshal(accounted(got))
+	b, _ := json.Marshal(accounted(m))
 	if string(a) != string(b) {
 		return fmt.Errorf("recording the charge: its parameters would re-account as %s, not as the charged %s; a detail key names a mechanism field", a, b)
 	}

@@ -5,23 +5,11 @@ import (
 	"fmt"
 )
 
-// One neighbour relation per scope. A scope's budget holds for the relation
-// it was created with (Budget.Neighbours): add/remove (one person's row added
-// or removed, the default) or replace-one (one person's row replaced by
-// another's; the number of rows is public). An entry is accounted in its
-// scope's relation:
-//   - in an add/remove scope, add/remove entries count as stated and
-//     replace-one entries are refused: a per-row release reveals n and has
-//     no add/remove guarantee at all;
-//   - in a replace-one scope, replace-one entries count as stated and
-//     add/remove entries are converted by group privacy (Dong, Roth, Su,
-//     "Gaussian Differential Privacy", arXiv:1905.02383, Theorem 2.14): a
-//     Gaussian or external spend of mu costs 2 mu, Laplace noise of epsilon
-//     costs 2 epsilon; a Poisson-subsampled Gaussian is accounted with the
-//     replace-one pair (1-q) N(0, sigma^2) + q N(1, sigma^2) versus
-//     (1-q) N(0, sigma^2) + q N(-1, sigma^2) at unit sensitivity
-//     (pld.SubsampledGaussianReplaceOne), since under sampling a replacement
-//     is not two composed add/remove steps. Any other kind is refused.
+// One neighbour relation per scope: an entry is accounted in its scope's
+// relation, as stated when they agree; an add/remove entry in a replace-one
+// scope is converted (Gaussian and external: 2 mu; Laplace: 2 epsilon;
+// subsampled Gaussian: the replace-one pair); anything else is refused. Why
+// is written once, in the README, "The privacy model in plain words", paragraph "One neighbour relation per scope".
 
 // ErrNeighbours reports an entry whose neighbour relation its scope cannot
 // account.

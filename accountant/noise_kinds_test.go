@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dpsql/dpsql/accountant/pld"
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 func gridMechanism(w []uint64, shifts int) Mechanism {
@@ -163,4 +166,12 @@ func FuzzParseNoiseMechanism(f *testing.F) {
 			t.Fatalf("accepted weights sum to %d", s)
 		}
 	})
+}
+
+// Package mechanism validates optnoise shifts against its own copy of the
+// PLD accountant's bound.
+func TestMaxGridShiftsAgree(t *testing.T) {
+	if mechanism.MaxGridShifts != pld.MaxGridShifts {
+		t.Errorf("mechanism.MaxGridShifts = %d, pld.MaxGridShifts = %d", mechanism.MaxGridShifts, pld.MaxGridShifts)
+	}
 }

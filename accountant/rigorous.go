@@ -31,9 +31,7 @@ import (
 //   - truncated_laplace, optnoise: their exact PLDs (see noise_kinds.go).
 //   - subsampled_gaussian: Poisson rate Q, noise multiplier Sigma, Steps
 //     steps, both directions kept. Replace-one entries use the replace-one
-//     pair (pld.SubsampledGaussianReplaceOne): a replace-one neighbour under
-//     Poisson sampling is not two composed add/remove steps (group privacy
-//     is not composition).
+//     pair (pld.SubsampledGaussianReplaceOne; why: neighbours.go).
 
 // rigorousConfig is the discretisation used for ledger accounting.
 var rigorousConfig = pld.Config{}
@@ -68,8 +66,18 @@ func RigorousEpsilon(ms []Mechanism, delta float64) (float64, error) {
 // CalibrateSubsampledSigma returns the smallest noise multiplier (to a
 // relative 1e-4) for which steps Poisson-subsampled Gaussian steps at rate q
 // are (epsilon, delta)-DP by the rigorous accountant.
+//
+// The search computed the PLD of the sigma it returns; it is memoised as the
+// PLD of that subsampled Gaussian entry, so that pricing the entry next (its
+// quote, its budget check) reads it instead of computing it again.
 func CalibrateSubsampledSigma(q float64, steps int, epsilon, delta float64) (float64, error) {
-	return rigorousConfig.CalibrateSubsampledGaussian(q, steps, epsilon, delta)
+	sigma, p, err := rigorousConfig.CalibrateSubsampledGaussianPLD(q, steps, epsilon, delta)
+	if err != nil || p == nil || steps < 2 {
+		return sigma, err
+	}
+	g := newRigGroup(Mechanism{Kind: KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps})
+	rigMemo.put(rigMemoKey{spec: g.key, steps: int(g.steps)}, p)
+	return sigma, nil
 }
 
 // rigComposition is a composed scope: the exactly-Gaussian part as sum mu_i^2,
@@ -101,7 +109,7 @@ func newRigGroup(m Mechanism) rigGroup {
 	one := m
 	one.Steps = 1
 	b, _ := json.Marshal(one)
-	return rigGroup{key: string(b), m: one, steps: int64(m.steps())}
+	return rigGroup{key: string(b), m: one, steps: int64(m.StepsOrOne())}
 }
 
 // mechanism returns the group's mechanism composed steps times.
@@ -111,22 +119,13 @@ func (g rigGroup) mechanism() Mechanism {
 	return m
 }
 
-// components returns the mechanisms an entry composes: a composite's parts,
-// or the entry itself.
-func (m Mechanism) components() []Mechanism {
-	if m.Kind == KindComposite {
-		return m.Parts
-	}
-	return []Mechanism{m}
-}
-
 // rigMaxSteps bounds a group's total steps, far beyond any budget.
 const rigMaxSteps = 1 << 40
 
 // add records one validated entry (a composite's parts each in turn).
 func (c *rigComposition) add(e Mechanism) error {
 	c.count++
-	for _, m := range e.components() {
+	for _, m := range e.Components() {
 		if m.IsGaussian() {
 			c.addGaussian(m.GDPMu())
 			continue
@@ -190,7 +189,7 @@ func (c *rigComposition) nonGaussian() (*pld.PLD, error) {
 // full returns the PLD of the whole composition (nil if it is exactly
 // Gaussian) and the merged mu, with a round-off bound at most roundCap
 // unless the grouped computation itself exceeds it. Results are memoised by
-// content. When ComposeInto recorded this composition as a memoised one plus
+// content. When Composition.Add recorded this composition as a memoised one plus
 // one entry, full extends that PLD by one convolution, as long as the
 // round-off bound stays within roundCap; otherwise (and for every entry list)
 // it composes the groups afresh, whose bound does not grow with the number of
@@ -211,7 +210,7 @@ func (c *rigComposition) full(roundCap float64) (*pld.PLD, float64, error) {
 		// Extend only when the predecessor leaves room for a convolution.
 		if prev := rigFull.get(st.prev); prev != nil && prev.RoundoffBound() <= roundCap/2 {
 			p := prev
-			for _, part := range st.m.components() { // a composite: each part in turn
+			for _, part := range st.m.Components() { // a composite: each part in turn
 				var e *pld.PLD
 				var err error
 				if part.IsGaussian() {
@@ -385,7 +384,7 @@ func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
 			case KindGaussianInf:
 				return rigorousConfig.GaussianMuInf(m.Mu, m.Delta)
 			case KindTruncatedLaplace, KindOptNoise:
-				return m.noisePLD(rigorousConfig)
+				return noisePLD(m, rigorousConfig)
 			default:
 				return nil, fmt.Errorf("%s: no PLD for this kind", m.Kind)
 			}
@@ -438,6 +437,12 @@ func (c *rigPLDMemo) get(k rigMemoKey, build func() (*pld.PLD, error)) (*pld.PLD
 	if err != nil {
 		return nil, err
 	}
+	c.put(k, p)
+	return p, nil
+}
+
+// put memoises p, the PLD k describes.
+func (c *rigPLDMemo) put(k rigMemoKey, p *pld.PLD) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[k]; !ok && p.Bins() <= rigMemoMaxBins/4 {
@@ -451,7 +456,6 @@ func (c *rigPLDMemo) get(k rigMemoKey, build func() (*pld.PLD, error)) (*pld.PLD
 			delete(c.m, old)
 		}
 	}
-	return p, nil
 }
 
 // rigComposeAll validates ms, merges the Gaussian entries and groups
@@ -469,22 +473,16 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 	return c, nil
 }
 
-// ---- cached compositions ----
+// ---- the encoded composition ----
 //
-// A ledger scope can keep its composition in the database and extend it one
-// entry at a time instead of re-reading its whole history:
-//
-//	cache, err := accountant.ComposeInto(cache, m) // cache == nil: empty scope
-//	eps, err := accountant.CachedEpsilon(cache, delta)
-//
-// The cache is a BLOB: the magic "dpRC\x02", the entry count (uint64), the
+// Composition.MarshalBinary writes: the magic "dpRC\x02", the entry count (uint64), the
 // rounded-up sum of squared mu of the exactly-Gaussian entries (float64), the
 // flag byte 2, the number of groups (uint32) and per group its single-step
 // mechanism as canonical JSON (a uint32 length and the bytes) and its total
 // steps (uint64), groups in ascending order of their JSON. Everything is
 // little-endian.
 //
-// A cache holds what RigorousEpsilon groups from the entry list, never a
+// An encoded composition holds what RigorousEpsilon groups from the entry list, never a
 // computed distribution: extending it is bookkeeping. The figures read from
 // it come from the groups (one self-composition per group, one convolution
 // per further group and one for the merged Gaussian), whose round-off bound
@@ -493,43 +491,38 @@ func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
 // round-off bound stays below a thousandth of the delta asked for (see
 // full). Either is an upper bound; they agree to the discretisation error.
 // Group PLDs, group prefixes and the last compositions are memoised in
-// memory. Format 1 caches (magic "dpRC\x01", a composed PLD) are still read
+// memory. Format 1 encodings (magic "dpRC\x01", a composed PLD) are still read
 // and extended as they were, with a round-off bound that grows by one
 // convolution per entry; rebuilding them from the ledger's entries gives a
-// format 2 cache.
+// format 2 encoding.
 
 const (
 	rigCacheMagic   = "dpRC\x02"
 	rigCacheMagicV1 = "dpRC\x01"
 )
 
-// ComposeInto returns the cache of the composition of cached (nil or empty:
-// nothing yet) with m.
-func ComposeInto(cached []byte, m Mechanism) ([]byte, error) {
-	c, err := decodeRigCache(cached)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.Validate(); err != nil {
-		return nil, err
-	}
-	if c.legacy == nil {
+// extend returns the composition of c with the validated entry m, leaving c
+// unchanged.
+func (c *rigComposition) extend(m Mechanism) (*rigComposition, error) {
+	n := &rigComposition{count: c.count, muSq: c.muSq, groups: slices.Clone(c.groups), legacy: c.legacy}
+	if n.legacy == nil {
 		var prev string
-		if len(c.groups) > 0 {
-			prev = c.contentKey()
+		if len(n.groups) > 0 {
+			prev = n.contentKey()
 		}
-		if err := c.add(m); err != nil {
+		if err := n.add(m); err != nil {
 			return nil, err
 		}
 		if prev != "" {
-			rigSteps.put(c.contentKey(), rigStep{prev: prev, m: m})
+			rigSteps.put(n.contentKey(), rigStep{prev: prev, m: m})
 		}
-		return c.encode()
+		return n, nil
 	}
-	// A format 1 cache: extend its PLD as before.
-	c.count++
-	for _, part := range m.components() {
+	// A format 1 composition: extend its PLD as before.
+	n.count++
+	for _, part := range m.Components() {
 		var p *pld.PLD
+		var err error
 		if part.IsGaussian() {
 			p, err = rigGaussianPLD(part.GDPMu())
 		} else {
@@ -538,51 +531,18 @@ func ComposeInto(cached []byte, m Mechanism) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if c.legacy, err = c.legacy.Compose(p); err != nil {
+		if n.legacy, err = n.legacy.Compose(p); err != nil {
 			return nil, err
 		}
 	}
-	if c.muSq > 0 {
-		full, _, err := c.composeGaussian(c.legacy, math.Sqrt(c.muSq)*(1+2*rigULP))
+	if n.muSq > 0 {
+		full, _, err := n.composeGaussian(n.legacy, math.Sqrt(n.muSq)*(1+2*rigULP))
 		if err != nil {
 			return nil, err
 		}
-		c.legacy, c.muSq = full, 0
+		n.legacy, n.muSq = full, 0
 	}
-	return c.encode()
-}
-
-// CachedDelta returns the rigorous delta(epsilon) of a cached composition.
-func CachedDelta(cached []byte, epsilon float64) (float64, error) {
-	if !(epsilon >= 0) || math.IsInf(epsilon, 1) {
-		return 0, fmt.Errorf("epsilon must be a finite number >= 0, got %v", epsilon)
-	}
-	c, err := decodeRigCache(cached)
-	if err != nil {
-		return 0, err
-	}
-	return c.delta(epsilon)
-}
-
-// CachedEpsilon returns the rigorous epsilon at delta of a cached composition.
-func CachedEpsilon(cached []byte, delta float64) (float64, error) {
-	if err := checkDelta(delta); err != nil {
-		return 0, err
-	}
-	c, err := decodeRigCache(cached)
-	if err != nil {
-		return 0, err
-	}
-	return c.epsilon(delta)
-}
-
-// CachedCount returns the number of entries composed into a cache.
-func CachedCount(cached []byte) (int64, error) {
-	c, err := decodeRigCache(cached)
-	if err != nil {
-		return 0, err
-	}
-	return c.count, nil
+	return n, nil
 }
 
 func (c *rigComposition) encode() ([]byte, error) {

@@ -36,13 +36,13 @@ func TestRigorousTenThousandChargesTinyDelta(t *testing.T) {
 	for i := range n {
 		m := tinyEntry(i)
 		ms = append(ms, m)
-		if cache, err = ComposeInto(cache, m); err != nil {
+		if cache, err = composeInto(cache, m); err != nil {
 			t.Fatalf("charge %d: %v", i+1, err)
 		}
 		if i+1 != 30 && (i+1)%2500 != 0 {
 			continue
 		}
-		got, err := CachedEpsilon(cache, delta)
+		got, err := cachedEpsilon(cache, delta)
 		if err != nil {
 			t.Fatalf("after %d charges: %v", i+1, err)
 		}
@@ -66,7 +66,7 @@ func TestRigorousTenThousandChargesTinyDelta(t *testing.T) {
 		}
 		prev = got
 	}
-	if cnt, _ := CachedCount(cache); cnt != n {
+	if cnt, _ := cachedCount(cache); cnt != n {
 		t.Errorf("count %d, want %d", cnt, n)
 	}
 }
@@ -97,10 +97,10 @@ func TestRigorousIncrementalWithinCap(t *testing.T) {
 	for i := range 60 {
 		m := rigMixedEntry(i)
 		ms = append(ms, m)
-		if cache, err = ComposeInto(cache, m); err != nil {
+		if cache, err = composeInto(cache, m); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := CachedEpsilon(cache, 1e-5); err != nil {
+		if _, err := cachedEpsilon(cache, 1e-5); err != nil {
 			t.Fatalf("check %d: %v", i+1, err)
 		}
 	}
@@ -109,7 +109,7 @@ func TestRigorousIncrementalWithinCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := CachedEpsilon(cache, 1e-5)
+	got, _ := cachedEpsilon(cache, 1e-5)
 	resetRigMemos()
 	grouped, _, err := c.full(0)
 	if err != nil {
@@ -160,11 +160,11 @@ func TestRigorousLegacyCache(t *testing.T) {
 	if string(old[:len(rigCacheMagicV1)]) != rigCacheMagicV1 {
 		t.Fatalf("legacy cache written with magic %q", old[:len(rigCacheMagicV1)])
 	}
-	c, err := ComposeInto(old, tinyGauss)
+	c, err := composeInto(old, tinyGauss)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := CachedEpsilon(c, 1e-5)
+	got, err := cachedEpsilon(c, 1e-5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,18 +172,18 @@ func TestRigorousLegacyCache(t *testing.T) {
 	if math.Abs(got/want-1) > 1e-4 {
 		t.Errorf("legacy cache: epsilon %v, list %v", got, want)
 	}
-	if n, _ := CachedCount(c); n != 2 {
+	if n, _ := cachedCount(c); n != 2 {
 		t.Errorf("legacy cache count %d", n)
 	}
 }
 
 // TestRigorousCacheDecode: malformed format 2 caches are refused.
 func TestRigorousCacheDecode(t *testing.T) {
-	good, err := ComposeInto(nil, tinySub)
+	good, err := composeInto(nil, tinySub)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if good, err = ComposeInto(good, Mechanism{Kind: KindLaplace, Epsilon: 0.1}); err != nil {
+	if good, err = composeInto(good, Mechanism{Kind: KindLaplace, Epsilon: 0.1}); err != nil {
 		t.Fatal(err)
 	}
 	mut := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
@@ -207,7 +207,7 @@ func TestRigorousCacheDecode(t *testing.T) {
 			return b
 		}(),
 	} {
-		if _, err := CachedEpsilon(bad, 1e-5); err == nil {
+		if _, err := cachedEpsilon(bad, 1e-5); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
@@ -221,12 +221,12 @@ func BenchmarkBudgetCheck10000(b *testing.B) {
 	var cache []byte
 	var err error
 	for i := range 10000 {
-		if cache, err = ComposeInto(cache, tinyEntry(i)); err != nil {
+		if cache, err = composeInto(cache, tinyEntry(i)); err != nil {
 			b.Fatal(err)
 		}
 	}
 	// The previous charge's check computed the scope's composition.
-	if _, err := CachedEpsilon(cache, 1e-9); err != nil {
+	if _, err := cachedEpsilon(cache, 1e-9); err != nil {
 		b.Fatal(err)
 	}
 	for _, kind := range []string{"gaussian", "subsampled"} {
@@ -240,11 +240,11 @@ func BenchmarkBudgetCheck10000(b *testing.B) {
 					m = tinySub
 					m.Steps += i
 				}
-				c, err := ComposeInto(cache, m)
+				c, err := composeInto(cache, m)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := CachedEpsilon(c, 1e-9); err != nil {
+				if _, err := cachedEpsilon(c, 1e-9); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -184,7 +184,7 @@ func TestRigorousErrors(t *testing.T) {
 			t.Errorf("%s: no error", c.name)
 		}
 		if len(c.ms) == 1 && !reflect.DeepEqual(c.ms[0], good) { // Mechanism holds a slice (Parts): not comparable
-			if _, err := ComposeInto(nil, c.ms[0]); err == nil {
+			if _, err := composeInto(nil, c.ms[0]); err == nil {
 				t.Errorf("%s: ComposeInto: no error", c.name)
 			}
 		}
@@ -244,10 +244,10 @@ func TestComposeIntoMatchesList(t *testing.T) {
 	var cache []byte
 	var err error
 	for i, m := range ms {
-		if cache, err = ComposeInto(cache, m); err != nil {
+		if cache, err = composeInto(cache, m); err != nil {
 			t.Fatal(err)
 		}
-		got, err := CachedEpsilon(cache, 1e-5)
+		got, err := cachedEpsilon(cache, 1e-5)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,16 +258,16 @@ func TestComposeIntoMatchesList(t *testing.T) {
 		if math.Abs(got/want-1) > 1e-4 {
 			t.Errorf("after %d entries: cached %v, list %v", i+1, got, want)
 		}
-		gd, _ := CachedDelta(cache, 0.5)
+		gd, _ := cachedDelta(cache, 0.5)
 		wd, _ := RigorousDelta(ms[:i+1], 0.5)
 		if math.Abs(gd/wd-1) > 1e-3 {
 			t.Errorf("after %d entries: cached delta %v, list %v", i+1, gd, wd)
 		}
 	}
-	if n, err := CachedCount(cache); err != nil || n != int64(len(ms)) {
+	if n, err := cachedCount(cache); err != nil || n != int64(len(ms)) {
 		t.Errorf("count = %v, %v", n, err)
 	}
-	if e, err := CachedEpsilon(nil, 1e-5); err != nil || e != 0 {
+	if e, err := cachedEpsilon(nil, 1e-5); err != nil || e != 0 {
 		t.Errorf("empty cache: %v, %v", e, err)
 	}
 	for name, bad := range map[string][]byte{
@@ -275,10 +275,10 @@ func TestComposeIntoMatchesList(t *testing.T) {
 		"truncated": cache[:len(cache)-1],
 		"flag":      append(append([]byte(nil), cache[:len(rigCacheMagic)+16]...), 7),
 	} {
-		if _, err := CachedEpsilon(bad, 1e-5); err == nil {
+		if _, err := cachedEpsilon(bad, 1e-5); err == nil {
 			t.Errorf("%s: no error", name)
 		}
-		if _, err := ComposeInto(bad, ms[0]); err == nil {
+		if _, err := composeInto(bad, ms[0]); err == nil {
 			t.Errorf("%s: ComposeInto: no error", name)
 		}
 	}
@@ -308,35 +308,38 @@ func rigMixedEntry(i int) Mechanism {
 var rigFreshSigma int // never reused across benchmark runs
 
 // BenchmarkComposeIntoCached measures one budget check on a scope whose
-// cache already holds 999 mixed entries: extend the cache by one entry and
-// read epsilon at delta 1e-5. "repeat": the new entry's PLD is in the memo
-// (the usual ledger pattern); "fresh": a never-seen entry, built from scratch.
+// composition already holds 999 mixed entries: extend it by one entry
+// (Composition.Add) and read epsilon at delta 1e-5. "repeat": the new
+// entry's PLD is in the memo (the usual ledger pattern); "fresh": a
+// never-seen entry, built from scratch. (The name predates Composition,
+// when the composition was extended as bytes by ComposeInto.)
 func BenchmarkComposeIntoCached(b *testing.B) {
-	var cache []byte
+	var comp Composition
 	var err error
 	for i := 0; i < 999; i++ {
-		if cache, err = ComposeInto(cache, rigMixedEntry(i)); err != nil {
+		if comp, err = comp.Add(rigMixedEntry(i)); err != nil {
 			b.Fatal(err)
 		}
 	}
 	// The previous charge's check computed the scope's composition.
-	if _, err := CachedEpsilon(cache, 1e-5); err != nil {
+	if _, err := comp.Epsilon(1e-5); err != nil {
 		b.Fatal(err)
 	}
 	// Each check extends the scope, as a ledger does, so no two checks read
 	// the same composition.
 	check := func(b *testing.B, m Mechanism) {
-		c, err := ComposeInto(cache, m)
+		c, err := comp.Add(m)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := CachedEpsilon(c, 1e-5); err != nil {
+		if _, err := c.Epsilon(1e-5); err != nil {
 			b.Fatal(err)
 		}
-		cache = c
+		comp = c
 	}
 	b.Run("repeat", func(b *testing.B) {
-		b.ReportMetric(float64(len(cache)), "cache-bytes")
+		enc, _ := comp.MarshalBinary()
+		b.ReportMetric(float64(len(enc)), "cache-bytes")
 		for b.Loop() {
 			check(b, rigMixedEntry(999))
 		}
@@ -377,9 +380,9 @@ func TestRigorousConcurrent(t *testing.T) {
 
 // Decoding a cache never panics.
 func FuzzComposeIntoCache(f *testing.F) {
-	c1, _ := ComposeInto(nil, Mechanism{Kind: KindGaussian, Mu: 1})
-	c2, _ := ComposeInto(c1, Mechanism{Kind: KindLaplace, Epsilon: 2})
-	c3, _ := ComposeInto(c2, Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 3})
+	c1, _ := composeInto(nil, Mechanism{Kind: KindGaussian, Mu: 1})
+	c2, _ := composeInto(c1, Mechanism{Kind: KindLaplace, Epsilon: 2})
+	c3, _ := composeInto(c2, Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 3})
 	p, _ := rigMechanismPLD(Mechanism{Kind: KindLaplace, Epsilon: 2})
 	legacy, _ := (&rigComposition{count: 1, legacy: p}).encode()
 	f.Add(c1)
@@ -388,10 +391,10 @@ func FuzzComposeIntoCache(f *testing.F) {
 	f.Add(legacy)
 	f.Add([]byte(rigCacheMagic))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if _, err := CachedDelta(data, 1); err != nil {
+		if _, err := cachedDelta(data, 1); err != nil {
 			return
 		}
-		if _, err := ComposeInto(data, Mechanism{Kind: KindGaussian, Mu: 0.1}); err != nil {
+		if _, err := composeInto(data, Mechanism{Kind: KindGaussian, Mu: 0.1}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -483,4 +486,40 @@ func FuzzCompositionUnmarshal(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// The calibration leaves the PLD of the sigma it returns in the memo, and
+// it is the PLD the accountant would compute for that entry: pricing the
+// entry afterwards gives the same epsilon as with an empty memo.
+func TestCalibrationMemoisesItsPLD(t *testing.T) {
+	q, steps := 0.004, 700
+	sigma, err := CalibrateSubsampledSigma(q, steps, 1.5, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Mechanism{Kind: KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps}
+	g := newRigGroup(m)
+	rigMemo.mu.Lock()
+	memoised := rigMemo.m[rigMemoKey{spec: g.key, steps: steps}]
+	rigMemo.mu.Unlock()
+	if memoised == nil {
+		t.Fatal("the calibration left no PLD in the memo")
+	}
+	viaMemo, err := Price(m, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rigMemo.mu.Lock()
+	rigMemo.m, rigMemo.order, rigMemo.bins = map[rigMemoKey]*pld.PLD{}, nil, 0
+	rigMemo.mu.Unlock()
+	rigFull.mu.Lock()
+	rigFull.m, rigFull.order, rigFull.bins = map[string]*pld.PLD{}, nil, 0
+	rigFull.mu.Unlock()
+	fresh, err := Price(m, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if viaMemo != fresh || !(fresh <= 1.5) {
+		t.Errorf("epsilon %v from the calibration's PLD, %v computed afresh (target 1.5)", viaMemo, fresh)
+	}
 }

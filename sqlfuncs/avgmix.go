@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 	"github.com/dpsql/dpsql/release/avgmix"
 )
@@ -40,12 +41,6 @@ type avgmixOptions struct {
 // countShare is the share of mu that dp_avgmix spends on its noisy row count
 // when the caller asserts no n: mu_n = countShare * mu (sensitivity 1).
 const countShare = 0.05
-
-// Where n comes from, as recorded in the ledger row and the summary.
-const (
-	nAsserted   = "asserted"    // option "n": a public figure the caller asserts
-	nNoisyCount = "noisy_count" // a charged noisy count of the rows
-)
 
 // avgmixAgg is the dp_avgmix(features, label, options) aggregate: it buffers
 // the rows, then releases T noisy mixup averages into a new table, charged in
@@ -258,14 +253,14 @@ func (a *avgmixAgg) releaseAsserted(req *avgmixRequest) (string, error) {
 	if err != nil {
 		return "", mechanismError(fn, err)
 	}
-	return a.charge(req, plan, plan.Mechanism, n, nil)
+	return a.charge(req, plan, n, nil)
 }
 
 // noisyCount is the charged count of the noisy-count path.
 type noisyCount struct {
-	value float64              // the noisy count
-	mu    float64              // mu_n
-	mech  accountant.Mechanism // its part of the composite charge
+	value float64             // the noisy count
+	mu    float64             // mu_n
+	mech  mechanism.Mechanism // its part of the composite charge
 }
 
 // releaseNoisyCount buys n with a noisy count, then releases; the count and
@@ -277,7 +272,7 @@ func (a *avgmixAgg) releaseNoisyCount(req *avgmixRequest) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: noisy count: %w", fn, err)
 	}
-	nc := &noisyCount{mu: muN, mech: accountant.Mechanism{Kind: accountant.KindGaussian, Mu: muN, Sensitivity: 1, Sigma: sigmaN}}
+	nc := &noisyCount{mu: muN, mech: mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: muN, Sensitivity: 1, Sigma: sigmaN}}
 	// From the draw on, something is always charged (see avgmixAgg).
 	v := []float64{float64(a.rows.N)}
 	req.noise.AddGaussian(v, sigmaN)
@@ -289,17 +284,26 @@ func (a *avgmixAgg) releaseNoisyCount(req *avgmixRequest) (string, error) {
 	if err == nil {
 		return out, nil
 	}
-	details := map[string]any{
-		"n_source": nNoisyCount, "n_noisy": nc.value, "mu_n": muN, "into": req.o.Into,
-		"release_refused": err.Error(), "noise_tv": release.NoiseTVOf(1),
-	}
-	rec, cerr := a.c.Charge(fn, nc.mech, details, nil)
+	rec, cerr := a.chargeCount(req, nc, err)
 	if cerr != nil {
 		// The release's own error may depend on the noisy count, which was
 		// not paid for: leave it out.
 		return "", fmt.Errorf("%s: the release failed after its noisy row count was drawn, and that count could not be charged either (%v); nothing was released", fn, cerr)
 	}
 	return "", fmt.Errorf("%w; the noisy row count it had drawn was charged on its own (mu_n = %.4g, ledger row %d), so that this refusal reveals nothing uncharged", err, muN, rec.ID)
+}
+
+// chargeCount charges the noisy count alone, after the release that was to
+// follow it failed with refused.
+func (a *avgmixAgg) chargeCount(req *avgmixRequest, nc *noisyCount, refused error) (accountant.Receipt, error) {
+	const fn = "dp_avgmix"
+	q, err := mechanism.NewQuote(nc.mech, req.scopeDelta, accountant.Price, release.NoiseTVOf(1), mechanism.AvgmixCount{
+		Into: req.o.Into, NSource: mechanism.NNoisyCount, NNoisy: nc.value, MuN: nc.mu, ReleaseRefused: refused.Error(),
+	})
+	if err != nil {
+		return accountant.Receipt{}, err
+	}
+	return a.c.ChargeQuote(fn, q, nil)
 }
 
 func (a *avgmixAgg) releaseWithCount(req *avgmixRequest, nc *noisyCount) (string, error) {
@@ -325,75 +329,93 @@ func (a *avgmixAgg) releaseWithCount(req *avgmixRequest, nc *noisyCount) (string
 	if err != nil {
 		return "", mechanismError(fn, err)
 	}
-	mech, err := accountant.Composite(nc.mech, plan.Mechanism)
-	if err != nil {
-		return "", fmt.Errorf("%s: internal error: %w", fn, err)
-	}
-	return a.charge(req, plan, mech, n, nc)
+	return a.charge(req, plan, n, nc)
 }
 
-// charge confirms the calibration, charges mech and writes the release in the
-// charge's transaction, and returns the summary. Every figure it records is
-// public or paid for: none is the number of rows read.
-func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, mech accountant.Mechanism, n int, nc *noisyCount) (string, error) {
+// charge quotes the plan (its one pricing, at the scope's delta), confirms
+// the calibration against the quote, charges exactly the quote and writes
+// the release in the charge's transaction, and returns the summary built
+// from the same quote. Every figure it records is public or paid for: none
+// is the number of rows read.
+func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, n int, nc *noisyCount) (string, error) {
 	const fn = "dp_avgmix"
 	r := &a.rows
 	o, k, delta := req.o, req.k, req.delta
-	// The calibration certified the charged mechanism; confirm it, cheaply
-	// (its distribution is cached), as a guard against a broken invariant.
-	epsPlan, err := accountant.RigorousEpsilon([]accountant.Mechanism{mech}, delta)
+	rec := mechanism.Avgmix{Into: o.Into, N: n, NSource: mechanism.NAsserted, TargetEpsilon: req.eps, TargetDelta: delta}
+	var prior *mechanism.Mechanism
+	if nc != nil {
+		rec.NSource, rec.NNoisy, rec.MuN = mechanism.NNoisyCount, &nc.value, nc.mu
+		prior = &nc.mech
+	}
+	quote, err := plan.Quote(prior, rec, req.scopeDelta, accountant.Price)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", fn, err)
 	}
-	if epsPlan > req.eps {
-		return "", fmt.Errorf("%s: internal error: the calibrated release costs epsilon %g, above its target %g", fn, epsPlan, req.eps)
+	// The calibration certified the charged mechanism at the target delta;
+	// confirm it on the quote, as a guard against a broken invariant (at
+	// another delta than the scope's, a second reading of the same,
+	// memoised distribution).
+	epsTarget := quote.Epsilon
+	if delta != quote.Delta {
+		if epsTarget, err = accountant.Price(quote.Mechanism, delta); err != nil {
+			return "", fmt.Errorf("%s: %w", fn, err)
+		}
 	}
-	coords := plan.T * (r.D + k)
-	source := nAsserted
-	if nc != nil {
-		coords++
-		source = nNoisyCount
-	}
-	details := map[string]any{
-		"into": o.Into, "n": n, "n_source": source, "d": r.D, "K": k, "T": plan.T, "m": plan.M,
-		"sampling": plan.Sampling, "lambda": plan.Lambda, "cx": plan.Cx, "cy": plan.Cy,
-		"sigma_x": plan.SigmaX, "sigma_y": plan.SigmaY, "sigma_applied": plan.Sigma, "mu_clt": mech.GDPMu(),
-		"target_epsilon": req.eps, "target_delta": delta,
-		"noise_tv": release.NoiseTVOf(coords),
-	}
-	if nc != nil {
-		details["n_noisy"], details["mu_n"] = nc.value, nc.mu
-	}
-	if plan.Sampling == avgmix.Hierarchical {
-		details["p"], details["class_steps"] = plan.P, plan.ClassSteps
+	if epsTarget > req.eps {
+		return "", fmt.Errorf("%s: internal error: the calibrated release costs epsilon %g, above its target %g", fn, epsTarget, req.eps)
 	}
 	data := avgmix.Data{XChunks: r.featureChunks(), ChunkRows: chunkRows, D: r.D, Y: req.y, K: k, N: r.N}
 	// Progress shows T, public when n is asserted; a T that follows a noisy
 	// count stays hidden until the charge commits.
-	rec, err := a.c.Charge(fn, mech, details, func(tx *sql.Tx) (map[string]any, error) {
+	receipt, err := a.c.ChargeQuote(fn, quote, func(tx *sql.Tx) (map[string]any, error) {
 		return nil, writeAvgmix(fn, tx, o.Into, req.noise, data, plan, nc == nil)
 	})
 	if err != nil {
 		return "", err
 	}
-	epsCLT, _ := accountant.Epsilon(mech.GDPMu(), req.scopeDelta)
-	epsRig := epsPlan // verified above when the release was asked for at the scope's delta
-	if delta != req.scopeDelta {
-		if epsRig, err = accountant.RigorousEpsilon([]accountant.Mechanism{mech}, req.scopeDelta); err != nil {
-			epsRig = -1
+	b, err := json.Marshal(avgmixSummaryOf(quote, receipt))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", fn, err)
+	}
+	return string(b), nil
+}
+
+// avgmixSummary is what dp_avgmix returns: the params record its ledger row
+// holds, the quoted figures and the receipt's.
+type avgmixSummary struct {
+	mechanism.Avgmix
+	Rows              int     `json:"rows"`  // = T
+	Q                 float64 `json:"q"`     // inclusion rate of the subsampled Gaussian
+	Steps             int     `json:"steps"` // its steps
+	Sigma             float64 `json:"sigma"` // its charged noise multiplier (sigma_applied is at least it)
+	EpsilonCLT        float64 `json:"epsilon_clt"`
+	EpsilonRigorous   float64 `json:"epsilon_rigorous"` // the quote's epsilon, at delta
+	Delta             float64 `json:"delta"`            // the scope's
+	NoiseTV           float64 `json:"noise_tv"`
+	LedgerID          int64   `json:"ledger_id"`
+	Scope             string  `json:"scope"`
+	ScopeEpsilonSpent float64 `json:"scope_epsilon_spent"`
+}
+
+// avgmixSummaryOf builds the summary from the quote that was charged and
+// its receipt.
+func avgmixSummaryOf(q mechanism.Quote, receipt accountant.Receipt) avgmixSummary {
+	rec, _ := q.Params.(mechanism.Avgmix)
+	s := avgmixSummary{Avgmix: rec, Rows: rec.T, EpsilonRigorous: q.Epsilon, Delta: q.Delta, NoiseTV: q.NoiseTV,
+		LedgerID: receipt.ID, Scope: receipt.Scope, ScopeEpsilonSpent: receipt.Epsilon}
+	for _, part := range q.Mechanism.Components() {
+		if part.Kind == mechanism.KindSubsampledGaussian {
+			s.Q, s.Steps, s.Sigma = part.Q, part.Steps, part.Sigma
 		}
 	}
-	summary := map[string]any{
-		"into": o.Into, "rows": plan.T, "n": n, "n_source": source, "d": r.D, "K": k, "m": plan.M, "q": plan.Q, "steps": plan.Steps,
-		"sampling": plan.Sampling, "sigma": plan.Sigma, "sigma_x": plan.SigmaX, "sigma_y": plan.SigmaY,
-		"mu_clt": mech.GDPMu(), "epsilon_clt": epsCLT, "epsilon_rigorous": epsRig, "delta": req.scopeDelta,
-		"ledger_id": rec.ID, "scope": rec.Scope, "scope_epsilon_spent": rec.Epsilon,
+	if math.IsInf(s.EpsilonRigorous, 0) {
+		s.EpsilonRigorous = -1
 	}
-	if nc != nil {
-		summary["n_noisy"], summary["mu_n"] = nc.value, nc.mu
+	// The central-limit figure is shown, never decides: a GDP conversion.
+	if e, err := accountant.Epsilon(rec.MuCLT, q.Delta); err == nil {
+		s.EpsilonCLT = e
 	}
-	b, _ := json.Marshal(summary)
-	return string(b), nil
+	return s
 }
 
 // writeAvgmix creates the release table and streams the release into it,

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
@@ -37,6 +38,7 @@ type Conn struct {
 	// The charges committed during the statement execution exec, so that a
 	// later error in the same statement can say that they stand.
 	exec    execution
+	failed  failure // the last refused charge (LastError)
 	charged []committed
 }
 
@@ -86,6 +88,18 @@ func (c *Conn) ledger() (*accountant.Ledger, error) {
 // inside a writing statement or an explicit transaction, where the charge could
 // not commit first.
 func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any, release func(tx *sql.Tx) (map[string]any, error)) (accountant.Receipt, error) {
+	return c.charge(fn, accountant.Charge{Mechanism: m, Details: details}, release)
+}
+
+// ChargeQuote is Charge of exactly the quote q (accountant.QuoteCharge): its
+// mechanism and record, refused unless q was priced at the scope's delta.
+func (c *Conn) ChargeQuote(fn string, q mechanism.Quote, release func(tx *sql.Tx) (map[string]any, error)) (accountant.Receipt, error) {
+	return c.charge(fn, accountant.Charge{Quote: &q}, release)
+}
+
+// charge runs ac, completed with the connection's scope and the running
+// statement's SQL text.
+func (c *Conn) charge(fn string, ac accountant.Charge, release func(tx *sql.Tx) (map[string]any, error)) (accountant.Receipt, error) {
 	if err := c.canWriteLedger(fn); err != nil {
 		return accountant.Receipt{}, err
 	}
@@ -115,9 +129,8 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 	defer charging.Add(-1)
 	ctx, stop := c.untilInterrupted()
 	defer stop()
-	r, err := l.Charge(ctx, accountant.Charge{
-		Scope: c.Scope(), Mechanism: m, Details: details, Query: exec.sql,
-	}, release)
+	ac.Scope, ac.Query = c.Scope(), exec.sql
+	r, err := l.Charge(ctx, ac, release)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// The interrupt cancelled the charge's transaction (waiting for the
@@ -125,6 +138,9 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 		err = fmt.Errorf("%s: the statement was interrupted; the release was rolled back and nothing was charged", fn)
 	case err != nil && relErr == nil:
 		err = fmt.Errorf("%s: %w", fn, err)
+	}
+	if err != nil {
+		c.rememberFailure(exec, err)
 	}
 	if err == nil {
 		c.mu.Lock()
@@ -135,6 +151,48 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 		c.mu.Unlock()
 	}
 	return r, err
+}
+
+// failure is the typed error of the last charge the connection refused, and
+// the statement run it happened in.
+type failure struct {
+	seq uint64 // the connection's run count then (execution.seq)
+	err error
+}
+
+// rememberFailure keeps err, a failed charge's error, for LastError: SQLite
+// passes only its message on to the statement's caller.
+func (c *Conn) rememberFailure(exec execution, err error) {
+	if exec == (execution{}) || exec.seq == 0 || accountant.CodeOf(err) == "" {
+		return
+	}
+	c.mu.Lock()
+	c.failed = failure{seq: exec.seq, err: err}
+	c.mu.Unlock()
+}
+
+// LastError returns the typed error of a charge refused during the last
+// statement run on the connection (nil if none was, or a statement ran
+// since). The statement's own error, which crossed SQLite, holds only its
+// message: read the code from this one (accountant.CodeOf, errors.As).
+func (c *Conn) LastError() error {
+	c.mu.Lock()
+	f := c.failed
+	c.mu.Unlock()
+	if f.err == nil || f.seq != c.runs.value() {
+		return nil
+	}
+	return f.err
+}
+
+// LastError is [Conn.LastError] of the connection sc ([Register]); nil when
+// sc has no dpsql state.
+func LastError(sc *sqlite3.SQLiteConn) error {
+	c, ok := Lookup(sc)
+	if !ok {
+		return nil
+	}
+	return c.LastError()
 }
 
 // interruptPoll is how often a charge in progress looks for an interrupt of

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 	"github.com/dpsql/dpsql/release/dfs"
 )
@@ -93,12 +94,10 @@ type selectTopmOptions struct {
 //
 //	mu = sqrt((2 mu_s)^2 + mu_r^2 + mu_l^2).
 //
-// It dominates the call soundly: a replacement is a removal followed by an
-// addition, so the add/remove mu_s-GDP selection is 2 mu_s-GDP for a
-// replacement (group privacy, Dong, Roth and Su 2019, Theorem 2.14); the
-// release then runs on the selection's output, and adaptive composition of
-// GDP adds the squares. The ledger charges replace-one entries as stated (see
-// accountant.ReplaceOne). The price of a single entry is the factor 2 on the
+// It dominates the call soundly: the add/remove mu_s-GDP selection is
+// 2 mu_s-GDP for a replacement (the argument is written once, in
+// the README, "The privacy model in plain words", paragraph "One neighbour relation per scope"); the release then runs on the
+// selection's output, and adaptive composition of GDP adds the squares. The price of a single entry is the factor 2 on the
 // selection, which separate add/remove and replace-one entries would not pay
 // in the scope's mu_spent. Every component (each Gaussian of the selection
 // and the release with its neighbours, mu_s, mu_r, mu_l, the chosen indices
@@ -233,17 +232,18 @@ func (a *selectTopmOldForm) Done() (string, error) { return "", errSelectTopmOld
 
 // selectTopmPlan is everything dp_select_topm decides before reading noise.
 type selectTopmPlan struct {
-	o       selectTopmOptions
-	p       dfs.Params
-	mech    accountant.Mechanism
-	details map[string]any
-	muSel   float64 // composed selection figure, add/remove
-	muRel   float64 // feature release, replace-one
-	muLab   float64 // randomized response on labels, replace-one (0 with public labels)
+	o     selectTopmOptions
+	p     dfs.Params
+	mech  mechanism.Mechanism
+	rec   mechanism.SelectTopm // the params record of the ledger row and the summary
+	tv    float64              // the samplers' total-variation bound
+	muSel float64              // composed selection figure, add/remove
+	muRel float64              // feature release, replace-one
+	muLab float64              // randomized response on labels, replace-one (0 with public labels)
 }
 
-// planSelectTopm validates the options against the rows read and prices the
-// call.
+// planSelectTopm validates the options against the rows read; the call is
+// priced by its quote (dfs.Params.Quote) at the scope's delta.
 func planSelectTopm(in *topmInput, o selectTopmOptions) (*selectTopmPlan, error) {
 	const fn = "dp_select_topm"
 	r := &in.rows
@@ -317,75 +317,15 @@ func planSelectTopm(in *topmInput, o selectTopmOptions) (*selectTopmPlan, error)
 		return nil, fmt.Errorf("%s: option \"labels\" must be %q or %q, got %q", fn, dfs.LabelsPrivate, dfs.LabelsPublic, o.Labels)
 	}
 	pl.p = p
-	selM, err := p.SelectMechanisms(r.D)
-	if err != nil {
+	// The mechanisms must be describable before anything is read or drawn.
+	if _, err := p.SelectMechanisms(r.D); err != nil {
 		return nil, mechanismError(fn, err)
 	}
-	relM, err := p.ReleaseMechanisms()
-	if err != nil {
+	if _, err := p.ReleaseMechanisms(); err != nil {
 		return nil, mechanismError(fn, err)
 	}
-	parts := []string{"select_counts", "select_sums", "select_sumsq"}
-	var components []map[string]any
-	var selMus []float64
-	for i, m := range selM {
-		selMus = append(selMus, m.GDPMu())
-		components = append(components, component(parts[i], m, 2*m.GDPMu()))
-	}
-	pl.muSel = accountant.Compose(selMus...)
-	pl.muRel = relM[0].GDPMu()
-	components = append(components, component("release_features", relM[0], pl.muRel))
-	if len(relM) > 1 {
-		pl.muLab = relM[1].GDPMu()
-		components = append(components, component("release_labels", relM[1], pl.muLab))
-	}
-	pl.mech = accountant.Mechanism{
-		Kind:       accountant.KindGaussian,
-		Mu:         accountant.Compose(2*pl.muSel, pl.muRel, pl.muLab),
-		Neighbours: accountant.ReplaceOne,
-	}
-	if err := pl.mech.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
-	}
-	cRel := p.ReleaseBound()
-	pl.details = map[string]any{
-		"into": o.Into, "n": r.N, "n_public": true, "d": r.D, "m": p.M, "classes": p.Classes,
-		"score": p.Score, "c": p.C, "c_release": cRel, "labels": p.Labels,
-		"mu_select": pl.muSel, "mu_select_requested": p.MuSelect,
-		"mu_release": pl.muRel, "mu_release_requested": p.MuRelease,
-		"mu_labels": pl.muLab, "sigma_release": relM[0].Sigma,
-		"noise_tv":     release.NoiseTVOf(selectCoords(p, r.D) + r.N*p.M),
-		"components":   components,
-		"accounting":   "one replace_one gaussian: mu = sqrt((2 mu_select)^2 + mu_release^2 + mu_labels^2); the add/remove selection is 2 mu_select-GDP for a replacement (group privacy), composed adaptively with the replace-one release",
-		"source_rowid": "rowid",
-		"order":        "source_rowid",
-		"features":     o.Features, "label": o.Label,
-	}
-	if p.Labels == dfs.LabelsPrivate {
-		pl.details["eps_labels"] = p.EpsLabels
-	}
+	pl.rec = mechanism.SelectTopm{Into: o.Into, SourceRowid: "rowid", Order: "source_rowid", Features: o.Features, Label: o.Label}
 	return pl, nil
-}
-
-// selectCoords counts the noisy coordinates of the selection's statistics:
-// class counts and sums, and sums of squares for the t score.
-func selectCoords(p dfs.Params, d int) int {
-	n := p.Classes * (d + 1)
-	if p.Score == dfs.ScoreT {
-		n += p.Classes * d
-	}
-	return n
-}
-
-// component describes one part of the call for the ledger row.
-func component(part string, m accountant.Mechanism, replaceOneMu float64) map[string]any {
-	out := m.Fields()
-	if out["neighbours"] == nil {
-		out["neighbours"] = accountant.AddRemove
-	}
-	out["part"] = part
-	out["mu_replace_one"] = replaceOneMu
-	return out
 }
 
 // selectTopm plans, charges and writes the release of the rows in read.
@@ -403,9 +343,18 @@ func (c *Conn) selectTopm(in *topmInput, o selectTopmOptions, start time.Time) (
 	if noise == nil {
 		noise = c.noise
 	}
+	// The quote: the one pricing of the call, at the scope's delta.
+	b, err := c.budget(fn, c.Scope())
+	if err != nil {
+		return "", err
+	}
+	quote, err := pl.p.Quote(r.D, r.N, pl.rec, b.Delta, accountant.Price)
+	if err != nil {
+		return "", mechanismError(fn, err)
+	}
 	data := dfs.Data{X: r.features(), D: r.D, Labels: r.Classes, N: r.N}
 	var sel dfs.Selection
-	rec, err := c.Charge(fn, pl.mech, pl.details, func(tx *sql.Tx) (map[string]any, error) {
+	receipt, err := c.ChargeQuote(fn, quote, func(tx *sql.Tx) (map[string]any, error) {
 		var err error
 		sel, err = writeSelectTopm(fn, tx, c, noise, data, in.rowids, pl)
 		if err != nil {
@@ -416,20 +365,43 @@ func (c *Conn) selectTopm(in *topmInput, o selectTopmOptions, start time.Time) (
 	if err != nil {
 		return "", err
 	}
-	epsAt, err := accountant.Epsilon(pl.mech.Mu, rec.Delta)
+	out, err := json.Marshal(selectTopmSummaryOf(quote, sel, receipt, time.Since(start)))
 	if err != nil {
-		epsAt = -1
+		return "", fmt.Errorf("%s: %w", fn, err)
 	}
-	summary := map[string]any{
-		"into": pl.o.Into, "rows": r.N, "n": r.N, "d": r.D, "m": pl.p.M, "classes": pl.p.Classes,
-		"indices": sel.Indices, "scores": sel.Scores, "score": pl.p.Score, "labels": pl.p.Labels,
-		"mu_select": pl.muSel, "mu_release": pl.muRel, "mu_labels": pl.muLab, "mu": pl.mech.Mu,
-		"neighbours": accountant.ReplaceOne, "epsilon": epsAt, "delta": rec.Delta,
-		"ledger_id": rec.ID, "scope": rec.Scope, "scope_mu_spent": rec.MuSpent,
-		"scope_epsilon_spent": rec.Epsilon, "seconds": time.Since(start).Seconds(),
+	return string(out), nil
+}
+
+// selectTopmSummary is what dp_select_topm returns: the params record its
+// ledger row holds (with the features chosen), the quoted figures and the
+// receipt's.
+type selectTopmSummary struct {
+	mechanism.SelectTopm
+	Rows              int     `json:"rows"` // = n
+	Mu                float64 `json:"mu"`   // the charged replace-one Gaussian's
+	Neighbours        string  `json:"neighbours"`
+	Epsilon           float64 `json:"epsilon"` // the quote's, at delta
+	Delta             float64 `json:"delta"`   // the scope's
+	NoiseTV           float64 `json:"noise_tv"`
+	LedgerID          int64   `json:"ledger_id"`
+	Scope             string  `json:"scope"`
+	ScopeMuSpent      float64 `json:"scope_mu_spent"`
+	ScopeEpsilonSpent float64 `json:"scope_epsilon_spent"`
+	Seconds           float64 `json:"seconds"`
+}
+
+// selectTopmSummaryOf builds the summary from the quote that was charged,
+// the selection its release made and the receipt.
+func selectTopmSummaryOf(q mechanism.Quote, sel dfs.Selection, receipt accountant.Receipt, took time.Duration) selectTopmSummary {
+	rec, _ := q.Params.(mechanism.SelectTopm)
+	rec.Indices, rec.Scores = sel.Indices, sel.Scores
+	s := selectTopmSummary{SelectTopm: rec, Rows: rec.N, Mu: q.Mechanism.GDPMu(), Neighbours: mechanism.NeighboursOf(q.Mechanism.Neighbours),
+		Epsilon: q.Epsilon, Delta: q.Delta, NoiseTV: q.NoiseTV, LedgerID: receipt.ID, Scope: receipt.Scope,
+		ScopeMuSpent: receipt.MuSpent, ScopeEpsilonSpent: receipt.Epsilon, Seconds: took.Seconds()}
+	if math.IsInf(s.Epsilon, 0) {
+		s.Epsilon = -1
 	}
-	b, _ := json.Marshal(summary)
-	return string(b), nil
+	return s
 }
 
 // writeSelectTopm selects the features, creates the release table and writes

@@ -84,20 +84,32 @@ func CalibrateSubsampledGaussian(q float64, steps int, epsilon, delta float64) (
 // limit theorem's guess. The sigma returned has itself been checked:
 // its rigorous epsilon does not exceed the target.
 func (c Config) CalibrateSubsampledGaussian(q float64, steps int, epsilon, delta float64) (float64, error) {
+	sigma, _, err := c.CalibrateSubsampledGaussianPLD(q, steps, epsilon, delta)
+	return sigma, err
+}
+
+// CalibrateSubsampledGaussianPLD is [Config.CalibrateSubsampledGaussian]
+// that also returns the PLD of the sigma it returns, composed over steps
+// steps, exactly as c.SubsampledGaussian(q, sigma) self-composed steps times
+// gives it (the search computed it already), or nil when the search returned
+// without computing it (a sigma below 1e-4).
+func (c Config) CalibrateSubsampledGaussianPLD(q float64, steps int, epsilon, delta float64) (float64, *PLD, error) {
 	if !(q > 0 && q <= 1) {
-		return 0, fmt.Errorf("pld: sampling rate q must lie in (0, 1], got %v", q)
+		return 0, nil, fmt.Errorf("pld: sampling rate q must lie in (0, 1], got %v", q)
 	}
 	if steps < 1 {
-		return 0, fmt.Errorf("pld: steps must be >= 1, got %d", steps)
+		return 0, nil, fmt.Errorf("pld: steps must be >= 1, got %d", steps)
 	}
 	if !(epsilon > 0) || math.IsInf(epsilon, 1) {
-		return 0, fmt.Errorf("pld: target epsilon must be positive and finite, got %v", epsilon)
+		return 0, nil, fmt.Errorf("pld: target epsilon must be positive and finite, got %v", epsilon)
 	}
 	if !(delta > 0 && delta < 1) {
-		return 0, fmt.Errorf("pld: delta must lie strictly between 0 and 1, got %v", delta)
+		return 0, nil, fmt.Errorf("pld: delta must lie strictly between 0 and 1, got %v", delta)
 	}
 	// excess(sigma) = epsilon(sigma) - target; it decreases with sigma. A
 	// sigma whose epsilon cannot be certified counts as too little noise.
+	// last is the PLD of the last sigma excess computed.
+	var last *PLD
 	excess := func(sigma float64) (float64, error) {
 		p, err := c.SubsampledGaussian(q, sigma)
 		if err != nil {
@@ -106,6 +118,7 @@ func (c Config) CalibrateSubsampledGaussian(q float64, steps int, epsilon, delta
 		if p, err = p.SelfCompose(steps); err != nil {
 			return 0, err
 		}
+		last = p
 		e, err := p.Epsilon(delta)
 		if errors.Is(err, ErrRoundoff) {
 			return math.Inf(1), nil
@@ -128,33 +141,35 @@ func (c Config) CalibrateSubsampledGaussian(q float64, steps int, epsilon, delta
 	// Bracket: flo > 0 at lo (too little noise), fhi <= 0 at hi (enough).
 	f, err := excess(sigma)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	lo, hi, flo, fhi := sigma, sigma, f, f
+	hiP := last // the PLD of hi
 	if f <= 0 {
 		for fhi, hi = f, sigma; ; {
 			lo = hi / 1.25
 			if lo < 1e-4 {
-				return hi, nil // any sigma this small will do; stop here
+				return hi, hiP, nil // any sigma this small will do; stop here
 			}
 			if flo, err = excess(lo); err != nil {
-				return 0, err
+				return 0, nil, err
 			}
 			if flo > 0 {
 				break
 			}
-			hi, fhi = lo, flo
+			hi, fhi, hiP = lo, flo, last
 		}
 	} else {
 		for flo, lo = f, sigma; ; {
 			hi = lo * 1.25
 			if hi > 1e6 {
-				return 0, fmt.Errorf("pld: no sigma up to 1e6 reaches epsilon %g at delta %g", epsilon, delta)
+				return 0, nil, fmt.Errorf("pld: no sigma up to 1e6 reaches epsilon %g at delta %g", epsilon, delta)
 			}
 			if fhi, err = excess(hi); err != nil {
-				return 0, err
+				return 0, nil, err
 			}
 			if fhi <= 0 {
+				hiP = last
 				break
 			}
 			lo, flo = hi, fhi
@@ -176,10 +191,10 @@ func (c Config) CalibrateSubsampledGaussian(q float64, steps int, epsilon, delta
 		}
 		fx, err := excess(x)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if fx <= 0 {
-			hi, fhi, whi = x, fx, fx
+			hi, fhi, whi, hiP = x, fx, fx, last
 			if side < 0 {
 				wlo /= 2
 			}
@@ -192,5 +207,5 @@ func (c Config) CalibrateSubsampledGaussian(q float64, steps int, epsilon, delta
 			side = max(side, 0) + 1
 		}
 	}
-	return hi, nil
+	return hi, hiP, nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/sqlfuncs"
 	"io"
 	"strings"
@@ -121,21 +122,26 @@ func (s *session) Run(ctx context.Context, stmt string, p *printer) error {
 	defer sqlfuncs.SetProgress(nil)
 	stopWatch := watchLock(ctx, s.m.Stderr, s.path, !readOnlyStatement(stmt))
 	defer stopWatch()
+	// A refused charge's type crossed SQLite as a message only: recover it
+	// from the connection (ext.Typed), for accountant.CodeOf and errors.As.
 	rows, err := s.conn.QueryContext(ctx, stmt)
 	if err != nil {
-		return sqlError(ctx, err)
+		return sqlError(ctx, ext.Typed(s.conn, err))
 	}
-	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
+		rows.Close()
 		return err
 	}
 	if len(cols) == 0 {
 		for rows.Next() {
 		}
-		return sqlError(ctx, rows.Err())
+		err = rows.Err()
+	} else {
+		err = p.PrintRows(rows, task.Stop)
 	}
-	return sqlError(ctx, p.PrintRows(rows, task.Stop))
+	rows.Close()
+	return sqlError(ctx, ext.Typed(s.conn, err))
 }
 
 // sqlError explains a cancelled statement.

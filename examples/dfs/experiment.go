@@ -28,7 +28,7 @@ var (
 	cleanMethods   = []string{methodClean, methodCleanAll}
 )
 
-// model is the synthetic Gaussian model of seed 002, Section 4.1: two classes
+// model is the synthetic Gaussian model of "Larger Model Causes Lower Classification Accuracy Under Differential Privacy: Reason and Solution" (ICLR 2022 submission, the conference version of arXiv:2111.13895), Section 4.1: two classes
 // N(mu_k, diag(a_1k..a_pk)) with a_jk ~ Exponential, mu_0 = 0 and mu_1 drawn
 // coordinate-wise from (1-c) delta_0 + c Laplace(0, 1/2) (density
 // proportional to exp(-2|x|)).
@@ -194,7 +194,7 @@ func clip(v []float32, c float64) {
 	}
 }
 
-// fisher is the LDA classifier of seed 001, Definition 4:
+// fisher is the LDA classifier of Shen, Wang, Sun, Shen, "Towards Understanding the Impact of Model Size on Differential Private Classification" (arXiv:2111.13895), Definition 4:
 // delta(x) = (x - (mu0+mu1)/2)' Sigma^-1 (mu0 - mu1) with the pooled diagonal
 // Sigma = diag((S0^2 + S1^2)/2); class 0 when delta(x) > 0.
 type fisher struct {

@@ -1,12 +1,16 @@
-// Command dfs reproduces the synthetic experiment of seed 002, Section 4.1
-// (Figures 3 and 4 of seed 001) with dpsql's sound DFS: private selection
+// Command dfs reproduces the synthetic experiment of "Larger Model Causes
+// Lower Classification Accuracy Under Differential Privacy: Reason and
+// Solution" (the ICLR 2022 submission of Shen, Wang, Sun, Shen, "Towards
+// Understanding the Impact of Model Size on Differential Private
+// Classification", arXiv:2111.13895), Section 4.1 (Figures 3 and 4 of
+// arXiv:2111.13895) with dpsql's sound DFS: private selection
 // from noisy class statistics, rows clipped to public bounds, noise
 // calibrated in Gaussian DP, replace-one per-row release.
 //
 // Two Gaussian classes in p = 3000 dimensions, Sigma_k = diag(a_1k..a_pk)
 // with a_jk ~ exp(0.1), mu_0 = 0, mu_1 coordinate-wise
 // (1-c) delta_0 + c Laplace(0, 1/2) with c = 0.88; 30 training and 200 test
-// points per class; the Fisher (LDA) classifier of seed 001, Definition 4,
+// points per class; the Fisher (LDA) classifier of arXiv:2111.13895, Definition 4,
 // trained on the released rows and applied to the test rows restricted to
 // the selected features (and clipped like the training rows).
 //
@@ -192,7 +196,7 @@ func run(w io.Writer, c config, ms []int, epsM, epss []float64, mEps int) (resul
 		return nil, err
 	}
 
-	fmt.Fprintf(w, "# DFS reproduction, %d training points per class: seed 002, Section 4.1 (synthetic data)\n\n", c.NTrain)
+	fmt.Fprintf(w, "# DFS reproduction, %d training points per class: the ICLR 2022 version of arXiv:2111.13895, Section 4.1 (synthetic data)\n\n", c.NTrain)
 	fmt.Fprintf(w, "p = %d, %d training and %d test points per class, a_jk ~ Exponential(mean %g), c = %g, %d repetitions.\n",
 		c.P, c.NTrain, c.NTest, c.VarMean, c.C, c.Reps)
 	fmt.Fprintf(w, "Clip bounds: selection C = %.4g (whole rows), release C = %.4g sqrt(m). Private selection spends %.0f%% of mu^2 as (2 MuSelect)^2.\n",

@@ -6,7 +6,7 @@ import (
 )
 
 // TestReproductionClaims runs the synthetic experiment at reduced size
-// (p = 500 instead of 3000) and asserts the claims of seed 002, Section 4.1
+// (p = 500 instead of 3000) and asserts the claims of "Larger Model Causes Lower Classification Accuracy Under Differential Privacy: Reason and Solution" (ICLR 2022 submission, the conference version of arXiv:2111.13895), Section 4.1
 // that survive sound differential privacy. The paper's 30 training points
 // per class leave private selection no signal at these budgets (see the
 // tables of the full run), so the private claims are checked with 1000 per

@@ -10,7 +10,8 @@
 // verification (optnoise.Verify), at the grid optnoise.Default chooses, as
 // dp_optnoise uses them (its grid stretches the law by at most 2^-20 more).
 //
-// With -figures DIR it also reproduces the appendix of the seed paper:
+// With -figures DIR it also reproduces the appendix of Selvi, Liu and Wiesemann, "Differential
+// Privacy via Distributionally Robust Optimization" (its online appendices):
 //
 //   - the counterexample to monotone noise (epsilon 3, delta 0.3, beta
 //     0.02, l1: the paper reports 0.1705 for the optimum), next to the

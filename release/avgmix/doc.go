@@ -4,7 +4,7 @@
 //
 // The method is Avg-Mix from Li, Cao and Yao, "NeuroMixGDP: a
 // neural-collapse-inspired random mixup for private data release" (arXiv
-// 2202.06467, seed paper 003): Algorithm 1 with Poisson sampling, or with the
+// 2202.06467): Algorithm 1 with Poisson sampling, or with the
 // Hierarchical Sampling of Procedure 2; the noise scales of Theorem 3.1; the
 // mu-GDP accounting of Appendices D and E; and the default mixup degree
 // m* = nu* n / sqrt(T), nu* = argmax_nu nu log(1 + mu^2/nu^2), of Section 3.2.
@@ -22,7 +22,7 @@
 // pair by at most (Cx/m, Cy/m), so in units of the noise one step is a
 // Gaussian mechanism with noise multiplier sigma = 1/sqrt(1/sigma_x^2 +
 // 1/sigma_y^2), and the release is T compositions of a Poisson-subsampled
-// Gaussian with rate q and multiplier sigma (seed 003, Theorem E.1). The
+// Gaussian with rate q and multiplier sigma (NeuroMixGDP (Li, Cao, Yao, arXiv:2202.06467), Theorem E.1). The
 // balance lambda = sigma_y/sigma_x of Theorem 3.1 splits the budget:
 // sigma_x = sigma sqrt(1 + 1/lambda^2), sigma_y = sigma sqrt(1 + lambda^2).
 // n is a public planning figure, never the data's row count: q = m/n is fixed
@@ -38,7 +38,7 @@
 // # Use
 //
 // [NewPlan] validates the parameters, chooses m and calibrates the noise, and
-// returns a [Plan] whose Mechanism field is the accountant.Mechanism to charge.
+// returns a [Plan] whose Mechanism field is the mechanism.Mechanism to charge.
 // Charge it, then call [Release], which clips the data, draws the subsets and
 // the noise, and streams the T rows to a callback in order.
 //
@@ -46,7 +46,7 @@
 //
 // The target noise multiplier comes from Params.Calibrate(q, steps) when it is
 // set (dpsql passes the rigorous PLD accountant there), otherwise from the
-// central-limit formula of seed 003 Theorem E.2 inverted,
+// central-limit formula of NeuroMixGDP (arXiv:2202.06467) Theorem E.2 inverted,
 // sigma = 1/sqrt(ln(1 + mu^2/(q^2 T))). Noise is then drawn by
 // [release.Noise.AddGaussian], which rounds to a power-of-two grid and so
 // inflates the sensitivity by g*sqrt(dim) ([release.GaussianMu]). The feature
@@ -59,7 +59,7 @@
 // the pair N(0,1), N(1/sigma_eff,1); by the dominating-pair theorem for
 // Poisson subsampling under add/remove neighbours (Zhu, Dong and Wang 2022)
 // the subsampled step is dominated by the subsampled Gaussian's pair, which is
-// what accountant.KindSubsampledGaussian with Q, Sigma, Steps prices.
+// what mechanism.KindSubsampledGaussian with Q, Sigma, Steps prices.
 //
 // # Exact arithmetic
 //

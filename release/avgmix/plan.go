@@ -6,7 +6,7 @@ import (
 	"math"
 	"math/bits"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 )
 
@@ -93,9 +93,9 @@ type Plan struct {
 	// Mechanism is what to charge: a subsampled Gaussian with Q, SigmaTarget
 	// (the certified multiplier; the noise applied, Sigma, is at least that),
 	// Steps.
-	Mechanism accountant.Mechanism
+	Mechanism mechanism.Mechanism
 	// CLTMu is the central-limit mu-GDP figure of Mechanism,
-	// Q sqrt(Steps) sqrt(e^(1/Sigma^2) - 1) (seed 003, Theorem E.2): asymptotic
+	// Q sqrt(Steps) sqrt(e^(1/Sigma^2) - 1) (NeuroMixGDP (Li, Cao, Yao, arXiv:2202.06467), Theorem E.2): asymptotic
 	// only; budgets should be decided on a rigorous figure.
 	CLTMu float64
 
@@ -103,7 +103,7 @@ type Plan struct {
 	classes []uint64 // hierarchical: T rows of words; bit k of row t set iff output t chose class k
 }
 
-// NuStar returns nu* = argmax over nu > 0 of nu ln(1 + mu^2/nu^2) (seed 003,
+// NuStar returns nu* = argmax over nu > 0 of nu ln(1 + mu^2/nu^2) (NeuroMixGDP (arXiv:2202.06467),
 // Section 3.2), found by golden-section search. The objective is unimodal:
 // 0 at both ends, with one stationary point.
 func NuStar(mu float64) (float64, error) {
@@ -130,7 +130,7 @@ func NuStar(mu float64) (float64, error) {
 }
 
 // DefaultM returns the default mixup degree: round(nu* n / sqrt(T)) for
-// Poisson sampling (seed 003, Section 3.2), and round(nu* n sqrt(P) / sqrt(T))
+// Poisson sampling (NeuroMixGDP (arXiv:2202.06467), Section 3.2), and round(nu* n sqrt(P) / sqrt(T))
 // for hierarchical sampling, where the per-class accounting (rate m/(nP) over
 // about P*T steps) makes m*sqrt(T)/(n sqrt(P)) play the role of nu. The result
 // is clamped to [1, n] (Poisson) or [1, floor(nP)] (hierarchical), the range
@@ -161,7 +161,7 @@ func DefaultM(n, T int, mu float64, sampling string, p float64) (int, error) {
 
 // CLTSigma inverts the central-limit formula: the noise multiplier at which
 // steps compositions of a Poisson-subsampled Gaussian with rate q have
-// asymptotic GDP mu, 1/sqrt(ln(1 + mu^2/(q^2 steps))) (Theorem 3.1 of seed 003
+// asymptotic GDP mu, 1/sqrt(ln(1 + mu^2/(q^2 steps))) (Theorem 3.1 of NeuroMixGDP (arXiv:2202.06467)
 // with 1/sigma^2 = 1/sigma_x^2 + 1/sigma_y^2).
 func CLTSigma(q float64, steps int, mu float64) (float64, error) {
 	if !(q > 0 && q <= 1) || steps < 1 || !(mu > 0) || math.IsInf(mu, 0) {
@@ -175,7 +175,7 @@ func CLTSigma(q float64, steps int, mu float64) (float64, error) {
 }
 
 // CLTMu is the central-limit GDP figure q sqrt(steps) sqrt(e^(1/sigma^2) - 1)
-// of seed 003, Theorem E.2.
+// of NeuroMixGDP (arXiv:2202.06467), Theorem E.2.
 func CLTMu(q float64, steps int, sigma float64) float64 {
 	return q * math.Sqrt(float64(steps)) * math.Sqrt(math.Expm1(1/(sigma*sigma)))
 }
@@ -316,8 +316,8 @@ func NewPlan(noise *release.Noise, n, d, k int, p Params) (*Plan, error) {
 	}
 	// Charge the multiplier the calibration certified: the noise applied
 	// (Sigma) is at least as large, and more noise is post-processing.
-	pl.Mechanism = accountant.Mechanism{
-		Kind:  accountant.KindSubsampledGaussian,
+	pl.Mechanism = mechanism.Mechanism{
+		Kind:  mechanism.KindSubsampledGaussian,
 		Q:     pl.Q,
 		Sigma: pl.SigmaTarget,
 		Steps: pl.Steps,
@@ -351,7 +351,7 @@ func (pl *Plan) check() error {
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("avgmix: plan: %w", err)
 	}
-	if m.Kind != accountant.KindSubsampledGaussian || m.Neighbours == accountant.ReplaceOne {
+	if m.Kind != mechanism.KindSubsampledGaussian || m.Neighbours == mechanism.ReplaceOne {
 		return errors.New("avgmix: plan: mechanism is not an add/remove subsampled Gaussian")
 	}
 	if pl.N < 1 || pl.N > MaxRows || pl.D < 1 || pl.D > MaxDim || pl.K < 1 || pl.K > MaxDim || pl.T < 1 || pl.M < 1 || pl.M > pl.N {
@@ -436,4 +436,35 @@ func forEachClass(words []uint64, f func(k int)) {
 			x &= x - 1
 		}
 	}
+}
+
+// Quote prices the plan. The charged mechanism is the plan's subsampled
+// Gaussian, or, when prior is not nil (a pre-computation charged with it,
+// dp_avgmix's noisy row count), the composite of prior and it; price
+// certifies it at the scope's delta. rec holds the caller's fields of the
+// params record (into, n, n_source, targets, the count); Quote fills in the
+// plan's. The samplers' total-variation bound covers the T (D + K) noisy
+// coordinates, and prior's one coordinate.
+func (pl *Plan) Quote(prior *mechanism.Mechanism, rec mechanism.Avgmix, delta float64, price mechanism.Pricer) (mechanism.Quote, error) {
+	if err := pl.check(); err != nil {
+		return mechanism.Quote{}, err
+	}
+	m := pl.Mechanism
+	coords := pl.T * (pl.D + pl.K)
+	if prior != nil {
+		var err error
+		if m, err = mechanism.Composite(*prior, pl.Mechanism); err != nil {
+			return mechanism.Quote{}, fmt.Errorf("avgmix: %w", err)
+		}
+		coords++
+	}
+	rec.D, rec.K, rec.T, rec.M = pl.D, pl.K, pl.T, pl.M
+	rec.Sampling, rec.Lambda, rec.Cx, rec.Cy = pl.Sampling, pl.Lambda, pl.Cx, pl.Cy
+	rec.SigmaX, rec.SigmaY, rec.SigmaApplied = pl.SigmaX, pl.SigmaY, pl.Sigma
+	rec.MuCLT = m.GDPMu()
+	rec.P, rec.ClassSteps = 0, nil
+	if pl.Sampling == Hierarchical {
+		rec.P, rec.ClassSteps = pl.P, pl.ClassSteps
+	}
+	return mechanism.NewQuote(m, delta, price, release.NoiseTVOf(coords), rec)
 }

@@ -149,7 +149,7 @@ func TestDefaultM(t *testing.T) {
 	}
 }
 
-// TestCLTPaper checks the central-limit formulas against seed 003, Appendix
+// TestCLTPaper checks the central-limit formulas against NeuroMixGDP (Li, Cao, Yao, arXiv:2202.06467), Appendix
 // E.1.3: with T = n = 50000, mu = 0.5016 ((2, 1e-5)-DP) corresponds to
 // sigma = 0.8441 when m = 64 (q sqrt(T) = 0.2862).
 func TestCLTPaper(t *testing.T) {

@@ -8,7 +8,8 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/internal/normal"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 )
 
@@ -227,15 +228,15 @@ func (p Params) selectCal(d int) (selectCal, error) {
 		}
 		c.muSq = release.GaussianMu(statScale, c.sigmaSq, d)
 	}
-	if accountant.Compose(c.muCount, c.muSum, c.muSq) > p.MuSelect*(1+1e-12) {
+	if mechanism.ComposeMu(c.muCount, c.muSum, c.muSq) > p.MuSelect*(1+1e-12) {
 		return c, errors.New("dfs: internal error: selection calibration exceeds MuSelect")
 	}
 	return c, nil
 }
 
-func gaussianMech(sens, sigma float64, dim int, unit float64, neighbours string) accountant.Mechanism {
-	return accountant.Mechanism{
-		Kind:        accountant.KindGaussian,
+func gaussianMech(sens, sigma float64, dim int, unit float64, neighbours string) mechanism.Mechanism {
+	return mechanism.Mechanism{
+		Kind:        mechanism.KindGaussian,
 		Mu:          release.GaussianMu(sens, sigma, dim),
 		Sensitivity: release.GridSensitivity(sens, sigma, dim) * unit,
 		Sigma:       sigma * unit,
@@ -249,7 +250,7 @@ func gaussianMech(sens, sigma float64, dim int, unit float64, neighbours string)
 // authoritative; Sensitivity (which includes the noise grid's rounding) and
 // Sigma are given in the data's units for the record. The entries compose to
 // at most MuSelect.
-func (p Params) SelectMechanisms(d int) ([]accountant.Mechanism, error) {
+func (p Params) SelectMechanisms(d int) ([]mechanism.Mechanism, error) {
 	if err := p.checkSelect(d); err != nil {
 		return nil, err
 	}
@@ -258,12 +259,12 @@ func (p Params) SelectMechanisms(d int) ([]accountant.Mechanism, error) {
 		return nil, err
 	}
 	unit := p.C / statScale
-	ms := []accountant.Mechanism{
-		gaussianMech(1, c.sigmaCount, 1, 1, accountant.AddRemove),
-		gaussianMech(statScale, c.sigmaSum, d, unit, accountant.AddRemove),
+	ms := []mechanism.Mechanism{
+		gaussianMech(1, c.sigmaCount, 1, 1, mechanism.AddRemove),
+		gaussianMech(statScale, c.sigmaSum, d, unit, mechanism.AddRemove),
 	}
 	if p.Score == ScoreT {
-		ms = append(ms, gaussianMech(statScale, c.sigmaSq, d, p.C*p.C/statScale, accountant.AddRemove))
+		ms = append(ms, gaussianMech(statScale, c.sigmaSq, d, p.C*p.C/statScale, mechanism.AddRemove))
 	}
 	return ms, nil
 }
@@ -280,8 +281,8 @@ func (p Params) SelectMechanisms(d int) ([]accountant.Mechanism, error) {
 //
 // Both entries carry Neighbours = "replace_one" and a Mu that already
 // measures a replacement; the ledger charges it as stated (see
-// [accountant.ReplaceOne]).
-func (p Params) ReleaseMechanisms() ([]accountant.Mechanism, error) {
+// [mechanism.ReplaceOne]).
+func (p Params) ReleaseMechanisms() ([]mechanism.Mechanism, error) {
 	if err := p.checkRelease(); err != nil {
 		return nil, err
 	}
@@ -289,12 +290,12 @@ func (p Params) ReleaseMechanisms() ([]accountant.Mechanism, error) {
 	if err != nil {
 		return nil, err
 	}
-	ms := []accountant.Mechanism{gaussianMech(2*p.ReleaseBound(), sigma, p.M, 1, accountant.ReplaceOne)}
+	ms := []mechanism.Mechanism{gaussianMech(2*p.ReleaseBound(), sigma, p.M, 1, mechanism.ReplaceOne)}
 	if p.Labels == LabelsPrivate {
-		ms = append(ms, accountant.Mechanism{
-			Kind:       accountant.KindGaussian,
+		ms = append(ms, mechanism.Mechanism{
+			Kind:       mechanism.KindGaussian,
 			Mu:         RandomizedResponseMu(p.EpsLabels),
-			Neighbours: accountant.ReplaceOne,
+			Neighbours: mechanism.ReplaceOne,
 		})
 	}
 	return ms, nil
@@ -316,16 +317,16 @@ func (p Params) releaseSigma() (float64, error) {
 // rounded up slightly for safety. eps must be positive and finite.
 func RandomizedResponseMu(eps float64) float64 {
 	// Solve log Phi(-x) = log(1/(1+e^eps)) for x = mu/2 by bisection on the
-	// accurate tail of accountant.LogPhi (math.Erfcinv loses precision for
+	// accurate tail of normal.LogPhi (math.Erfcinv loses precision for
 	// tiny arguments), keeping the upper end of the bracket.
 	target := -(eps + math.Log1p(math.Exp(-eps)))
 	lo, hi := 0.0, 1.0
-	for accountant.LogPhi(-hi) > target {
+	for normal.LogPhi(-hi) > target {
 		lo, hi = hi, 2*hi
 	}
 	for i := 0; i < 200 && hi-lo > 1e-15*hi; i++ {
 		mid := lo + (hi-lo)/2
-		if accountant.LogPhi(-mid) > target {
+		if normal.LogPhi(-mid) > target {
 			lo = mid
 		} else {
 			hi = mid

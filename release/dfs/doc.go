@@ -39,11 +39,9 @@
 // 2 CRelease in L2, so noise sigma gives (2 CRelease/sigma)-GDP, exactly. The
 // release's mechanism is recorded with Neighbours = "replace_one", its
 // replace-one sensitivity 2 CRelease and that mu, which the ledger charges as
-// stated: the factor 2 already is both add/remove steps of a replacement. A
-// scope holding both kinds has a replace-one guarantee only,
-// sqrt(sum (2 mu_addremove)^2 + sum mu_replaceone^2) <= 2 mu_spent, since an
-// add/remove mu-GDP mechanism is 2mu-GDP for a replacement (group privacy) and
-// nothing converts the other way (see [accountant.ReplaceOne]).
+// stated: the factor 2 already is both add/remove steps of a replacement.
+// How a scope accounts entries of both relations is written once, in
+// the README, "The privacy model in plain words", paragraph "One neighbour relation per scope".
 //
 // Labels. The paper releases labels in clear. Labels = "public" keeps that,
 // as a documented assumption: the labels are known to the adversary and only

@@ -1,0 +1,67 @@
+package accountant
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/dpsql/dpsql/mechanism"
+)
+
+// A quote is charged exactly: a quote priced at another delta than the
+// scope's, or a charge naming another mechanism than its quote, is refused
+// and charges nothing; an accepted one records the quote's figures, and its
+// noise_tv is paid from delta.
+func TestChargeQuote(t *testing.T) {
+	ctx := context.Background()
+	l, db, _ := newLedger(t, mustBudget(t, "default", 1, 0, 1e-5))
+	m := Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 100}
+	type rec struct {
+		Into string `json:"into"`
+	}
+	wrong, err := mechanism.NewQuote(m, 1e-6, Price, 0, rec{"t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Charge(ctx, QuoteCharge("default", wrong, "q"), nil); err == nil || !strings.Contains(err.Error(), "quoted at delta") {
+		t.Errorf("a quote at delta 1e-6 in a scope of delta 1e-5: %v", err)
+	}
+	q, err := mechanism.NewQuote(m, 1e-5, Price, 1e-10, rec{"t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := QuoteCharge("default", q, "q")
+	other.Mechanism = Mechanism{Kind: KindGaussian, Mu: 0.01}
+	if _, err := l.Charge(ctx, other, nil); err == nil || !strings.Contains(err.Error(), "another mechanism") {
+		t.Errorf("a charge naming another mechanism than its quote: %v", err)
+	}
+	if st, _ := ReadStatus(ctx, db, "default"); st.Entries != 0 {
+		t.Fatalf("refused quotes charged %d entries", st.Entries)
+	}
+	if _, err := l.Charge(ctx, QuoteCharge("default", q, "q"), nil); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ReadLedger(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var params map[string]any
+	if err := json.Unmarshal([]byte(rows[len(rows)-1].Params), &params); err != nil {
+		t.Fatal(err)
+	}
+	if params["into"] != "t" || params[mechanism.KeyQuoteEpsilon] != q.Epsilon || params[mechanism.KeyQuoteDelta] != 1e-5 ||
+		params[mechanism.KeyNoiseTV] != 1e-10 || params["mechanism"] != KindSubsampledGaussian {
+		t.Errorf("row params %v", params)
+	}
+	// The scope's epsilon (one entry) is the quote's with its noise_tv paid
+	// from delta: at least the quoted epsilon.
+	eps, err := l.ScopeEpsilon(ctx, "default", 1e-5)
+	if err != nil || eps != q.Epsilon {
+		t.Errorf("scope epsilon %v (%v), quoted %v", eps, err, q.Epsilon)
+	}
+	st, _ := ReadStatus(ctx, db, "default")
+	if !st.EpsilonRigorous.Valid || st.EpsilonRigorous.Float64 < q.Epsilon {
+		t.Errorf("recorded epsilon_rigorous %v below the quote's %v", st.EpsilonRigorous, q.Epsilon)
+	}
+}
