@@ -43,7 +43,7 @@ func newClinic(t testing.TB, n int, scopes map[string]float64) *clinic {
 	c.exec(t, `INSERT INTO wards VALUES ('north', 12), ('south', 8)`)
 	c.exec(t, `WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?)
 		INSERT INTO patients SELECT i, CASE i % 2 WHEN 0 THEN 'F' ELSE 'M' END, 20 + i % 60, 18 + (i % 25) FROM s`, n)
-	c.exec(t, `SELECT dp_protect('patients', json_object('privacy_unit', 'pid', 'max_groups', 2, 'max_rows', 1, 'bounds', json_object('bmi', json_array(10, 60))))`)
+	c.exec(t, `SELECT dp_protect('patients', json_object('privacy_unit', 'pid', 'max_groups', 2, 'max_rows', 1))`)
 	return c
 }
 

@@ -340,7 +340,7 @@ func TestStatementTimeoutChargesNothing(t *testing.T) {
 	before := c.ledger(t)
 	for _, q := range []string{
 		fmt.Sprintf(dpCount, 0.5),
-		`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5) sex, AVG(bmi) FROM patients GROUP BY sex`,
+		`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5) sex, AVG(bmi, contribution_bounds_per_group => (10, 60)) FROM patients GROUP BY sex`,
 		`WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s) SELECT count(*) FROM s`,
 	} {
 		_, err := client(hs, tok).Query(ctx, q)
