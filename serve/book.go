@@ -11,17 +11,19 @@ import (
 
 // book is the set of accounts the service authenticates against, replayed
 // from the ledger's chain and never from dp_account. It is bound to the head
-// of the chain it has checked: before each authentication it reads the rows
-// appended since (a few per request: the charges of other requests) and
-// checks that they hash and link onto that head, and that the head's row is
-// unchanged. Anything else (a rewritten row, a shorter chain) makes it replay
-// and check the whole chain again. Any failure refuses the request.
+// of the chain it has checked: at start it replays and checks the whole
+// chain; before each authentication it reads the rows appended since (a few
+// per request: the charges of other requests), checks that they hash and
+// link onto that head and that the head's row is unchanged, and applies the
+// account records among them. A chain that lost or changed rows the service
+// has seen (a revoke record deleted, say) fails closed: every request is
+// refused until the chain is whole again or the service restarts.
 type book struct {
 	db *sql.DB // read-only connection to the file
 
 	mu       sync.Mutex
 	head     accountant.Head
-	accounts map[string]*Account
+	accounts map[string]*Account // nil until the first full replay
 }
 
 // refresh brings the book up to the file's chain.
@@ -37,25 +39,25 @@ func (b *book) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if b.accounts != nil && head == b.head {
+	if b.accounts == nil {
+		as, err := readAccounts(ctx, tx)
+		if err != nil {
+			return fmt.Errorf("reading the accounts from the ledger: %w", err)
+		}
+		b.accounts, b.head = as, head
 		return nil
 	}
-	if b.accounts != nil && head.ID > b.head.ID {
-		if err := b.extend(ctx, tx, head); err == nil {
-			return nil
-		}
+	if head.ID < b.head.ID {
+		return fmt.Errorf("the ledger's chain ends at row %d, but the service has seen row %d: rows were removed (see dpsql audit verify)", head.ID, b.head.ID)
 	}
-	as, err := readAccounts(ctx, tx)
-	if err != nil {
-		b.accounts = nil
-		return fmt.Errorf("reading the accounts from the ledger: %w", err)
+	if head == b.head {
+		return nil
 	}
-	b.accounts, b.head = as, head
-	return nil
+	return b.extend(ctx, tx, head)
 }
 
 // extend checks and applies the rows after b.head up to head. On error the
-// book is unchanged (the caller replays the whole chain).
+// book is unchanged.
 func (b *book) extend(ctx context.Context, tx *sql.Tx, head accountant.Head) error {
 	rows, err := tx.QueryContext(ctx, `SELECT id, at, scope, mechanism, mu, params, coalesce(query, ''), prev_hash, hash, kind, form
 		FROM dp_ledger WHERE id >= ? AND id <= ? ORDER BY id`, b.head.ID, head.ID)

@@ -410,3 +410,30 @@ func TestAddAccount(t *testing.T) {
 		t.Error("revoking an unknown account succeeded")
 	}
 }
+
+// An attacker with write access to the file (and the ledger's triggers
+// dropped) deletes the record that revoked an account: the chain still
+// checks (it is only shorter), but the running service has seen the revoke
+// record and refuses every request rather than accept the token again.
+func TestDeletedRevokeRecordFailsClosed(t *testing.T) {
+	c := newClinic(t, 50, map[string]float64{"a": 5})
+	tok := c.account(t, "alice", "a")
+	_, hs := c.start(t, serve.Config{})
+	ctx := context.Background()
+	if err := serve.RevokeAccount(ctx, c.path, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client(hs, tok).Budget(ctx); apiCode(err) != serve.CodeUnauthorized {
+		t.Fatalf("revoked: %v", err)
+	}
+	c.exec(t, `DROP TRIGGER dp_ledger_no_delete`)
+	c.exec(t, `DELETE FROM dp_ledger WHERE id = (SELECT max(id) FROM dp_ledger)`)
+	c.exec(t, `UPDATE dp_account SET revoked_at = NULL`)
+	_, err := client(hs, tok).Query(ctx, fmt.Sprintf(dpCount, 0.5))
+	if apiCode(err) != serve.CodeInternal || !strings.Contains(err.Error(), "rows were removed") {
+		t.Errorf("after the revoke record was deleted: %v (%s), want internal", err, apiCode(err))
+	}
+	if c.charges(t, "a") != 0 {
+		t.Error("the un-revoked token charged")
+	}
+}
