@@ -315,17 +315,21 @@ func TestBadRequests(t *testing.T) {
 	if c.ledger(t) != before {
 		t.Error("a bad request charged")
 	}
-	// Unknown endpoints and methods are errors too.
-	for _, r := range [][2]string{{"GET", "/v1/query"}, {"GET", "/v1/nothing"}, {"POST", "/v1/budget"}, {"DELETE", "/v1/ledger"}} {
-		req, _ := http.NewRequest(r[0], hs.URL+r[1], nil)
+	// Unknown endpoints and methods are JSON errors too.
+	for _, r := range []struct {
+		method, path string
+		status       int
+	}{{"GET", "/v1/query", 405}, {"GET", "/v1/nothing", 404}, {"POST", "/v1/budget", 405}, {"DELETE", "/v1/ledger", 405}} {
+		req, _ := http.NewRequest(r.method, hs.URL+r.path, nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := hs.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
+		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode < 400 {
-			t.Errorf("%s %s: %d", r[0], r[1], resp.StatusCode)
+		if resp.StatusCode != r.status || !strings.Contains(string(b), `"code":"bad_request"`) {
+			t.Errorf("%s %s: %d %s, want %d and code bad_request", r.method, r.path, resp.StatusCode, b, r.status)
 		}
 	}
 }

@@ -143,6 +143,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/query", s.authed(s.query))
 	mux.HandleFunc("GET /v1/budget", s.authed(s.budget))
 	mux.HandleFunc("GET /v1/ledger", s.authed(s.ledgerEntries))
+	for ep, allow := range map[string]string{"/v1/query": "POST", "/v1/budget": "GET", "/v1/ledger": "GET"} {
+		mux.HandleFunc(ep, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, CodeBadRequest, fmt.Sprintf("%s takes %s, not %s", ep, allow, r.Method))
+		})
+	}
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeBadRequest, fmt.Sprintf("no API endpoint %s %s: use POST /v1/query, GET /v1/budget or GET /v1/ledger", r.Method, r.URL.Path))
 	})
