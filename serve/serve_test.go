@@ -441,3 +441,25 @@ func TestDeletedRevokeRecordFailsClosed(t *testing.T) {
 		t.Error("the un-revoked token charged")
 	}
 }
+
+// brokenWriter is a client that has gone: every write of the answer fails.
+type brokenWriter struct{ h http.Header }
+
+func (w *brokenWriter) Header() http.Header         { return w.h }
+func (w *brokenWriter) WriteHeader(int)             {}
+func (w *brokenWriter) Write(p []byte) (int, error) { return 0, io.ErrClosedPipe }
+
+// A client that disconnects once its statement's charge has committed keeps
+// the charge: the answer was computed and handed to the socket, and nothing
+// gives budget back.
+func TestDisconnectAfterChargeKeepsCharge(t *testing.T) {
+	c := newClinic(t, 100, map[string]float64{"a": 5})
+	tok := c.account(t, "alice", "a")
+	srv, _ := c.start(t, serve.Config{})
+	req, _ := http.NewRequest(http.MethodPost, "/v1/query", strings.NewReader(`{"sql": "`+fmt.Sprintf(dpCount, 0.5)+`"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	srv.Handler().ServeHTTP(&brokenWriter{h: http.Header{}}, req)
+	if c.charges(t, "a") != 1 {
+		t.Errorf("%d charges after the answer could not be delivered, want 1", c.charges(t, "a"))
+	}
+}

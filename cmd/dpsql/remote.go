@@ -103,6 +103,9 @@ func remoteClient(c *cobra.Command, remote string) (*serve.Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading the token: %w", err)
 		}
+		if st, err := os.Stat(f); err == nil && st.Mode().Perm()&0o077 != 0 {
+			fmt.Fprintf(c.ErrOrStderr(), "dpsql: warning: the token file %s is readable by other users (mode %v): chmod 600 %s\n", f, st.Mode().Perm(), f)
+		}
 		tok = strings.TrimSpace(string(b))
 	} else {
 		tok = strings.TrimSpace(os.Getenv(tokenEnv))

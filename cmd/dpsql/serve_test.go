@@ -86,6 +86,13 @@ func TestServeAnalystRemote(t *testing.T) {
 		t.Errorf("remote shell: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	t.Setenv(tokenEnv, "")
+	loose := filepath.Join(t.TempDir(), "loose.token")
+	if err := os.WriteFile(loose, []byte(tok), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, "", "query", "--remote", url, "--token-file", loose, "SELECT 1"); r.code != 0 || !strings.Contains(r.stderr, "readable by other users") {
+		t.Errorf("a token file others can read: exit %d, stderr %q", r.code, r.stderr)
+	}
 	mustFail(t, 2, "needs a token", "query", "--remote", url, "SELECT 1")
 	mustFail(t, 2, "does not go with --remote", "query", "--remote", url, "--token-file", tokFile, "--scope", "x", "SELECT 1")
 	mustFail(t, 2, "plain http is allowed only to loopback", "query", "--remote", "http://192.0.2.1:8642", "--token-file", tokFile, "SELECT 1")
