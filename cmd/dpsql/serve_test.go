@@ -87,7 +87,10 @@ func TestServeAnalystRemote(t *testing.T) {
 	}
 	t.Setenv(tokenEnv, "")
 	loose := filepath.Join(t.TempDir(), "loose.token")
-	if err := os.WriteFile(loose, []byte(tok), 0o644); err != nil {
+	if err := os.WriteFile(loose, []byte(tok), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(loose, 0o644); err != nil { // whatever the umask
 		t.Fatal(err)
 	}
 	if r := run(t, "", "query", "--remote", url, "--token-file", loose, "SELECT 1"); r.code != 0 || !strings.Contains(r.stderr, "readable by other users") {
