@@ -277,3 +277,57 @@ func applyAccount(as map[string]*Account, r accountant.Row) error {
 	}
 	return nil
 }
+
+// ErrAccountTable reports a dp_account that does not match the chain.
+var ErrAccountTable = errors.New("dp_account does not match the account records of the ledger's chain")
+
+// VerifyAccounts checks that the derived table dp_account holds exactly the
+// accounts the chain's records give (the service never reads the table, so
+// a mismatch grants nothing, but it shows that someone edited the file). It
+// returns the number of accounts.
+func VerifyAccounts(ctx context.Context, q accountant.Queryer) (int, error) {
+	as, err := readAccounts(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	var has int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'dp_account'`).Scan(&has); err != nil {
+		return 0, err
+	}
+	if has == 0 {
+		if len(as) > 0 {
+			return 0, fmt.Errorf("%w: the table is missing", ErrAccountTable)
+		}
+		return 0, nil
+	}
+	rows, err := q.QueryContext(ctx, `SELECT name, scope, hasher, salt, hash, added_at, coalesce(revoked_at, ''), ledger_id FROM dp_account`)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	seen := map[string]bool{}
+	for rows.Next() {
+		var name, scope, hasher, salt, hash, added, revoked string
+		var id int64
+		if err := rows.Scan(&name, &scope, &hasher, &salt, &hash, &added, &revoked, &id); err != nil {
+			return 0, err
+		}
+		a, ok := as[name]
+		switch {
+		case !ok:
+			return 0, fmt.Errorf("%w: account %q is not in the chain", ErrAccountTable, name)
+		case scope != a.Scope || hasher != Hasher || salt != hex.EncodeToString(a.salt) || hash != hex.EncodeToString(a.hash) || added != a.Added || revoked != a.Revoked || id != a.ID:
+			return 0, fmt.Errorf("%w: account %q differs from its records (ledger row %d)", ErrAccountTable, name, a.ID)
+		}
+		seen[name] = true
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	for name := range as {
+		if !seen[name] {
+			return 0, fmt.Errorf("%w: account %q is missing from the table", ErrAccountTable, name)
+		}
+	}
+	return len(as), nil
+}

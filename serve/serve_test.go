@@ -211,8 +211,20 @@ func TestAccountTableEditGrantsNothing(t *testing.T) {
 	const forged = serve.TokenPrefix + "forged-token-of-the-attacker-00000000000000"
 	c.exec(t, `INSERT INTO dp_account(name, scope, hasher, salt, hash, added_at, ledger_id) VALUES ('mallory', 'a', ?, ?, ?, 'now', 99)`,
 		serve.Hasher, "00000000000000000000000000000000", hmacHex("00000000000000000000000000000000", forged))
-	c.exec(t, `UPDATE dp_account SET revoked_at = NULL WHERE name = 'alice'`)
 	ctx := context.Background()
+	if _, err := serve.VerifyAccounts(ctx, c.owner); err == nil || !strings.Contains(err.Error(), `account "mallory" is not in the chain`) {
+		t.Errorf("VerifyAccounts after the insert: %v", err)
+	}
+	c.exec(t, `DELETE FROM dp_account WHERE name = 'mallory'`)
+	if n, err := serve.VerifyAccounts(ctx, c.owner); err != nil || n != 2 {
+		t.Errorf("VerifyAccounts of the untouched table: %d, %v", n, err)
+	}
+	c.exec(t, `UPDATE dp_account SET revoked_at = NULL WHERE name = 'alice'`)
+	if _, err := serve.VerifyAccounts(ctx, c.owner); err == nil || !strings.Contains(err.Error(), `account "alice" differs`) {
+		t.Errorf("VerifyAccounts after the update: %v", err)
+	}
+	c.exec(t, `INSERT INTO dp_account(name, scope, hasher, salt, hash, added_at, ledger_id) VALUES ('mallory', 'a', ?, ?, ?, 'now', 99)`,
+		serve.Hasher, "00000000000000000000000000000000", hmacHex("00000000000000000000000000000000", forged))
 	for name, tok := range map[string]string{"forged": forged, "un-revoked": old} {
 		if _, err := client(hs, tok).Query(ctx, fmt.Sprintf(dpCount, 0.5)); apiCode(err) != serve.CodeUnauthorized {
 			t.Errorf("%s token: %v, want unauthorized", name, err)

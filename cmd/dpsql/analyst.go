@@ -57,6 +57,9 @@ func (m *Main) newAnalystListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list DB",
 		Short: "List the accounts, active and revoked, from the ledger's chain",
+		Long: `List every account, active or revoked, as the ledger's chain records it, and
+check that the derived table dp_account matches the chain (exit status 1 if it
+does not: someone edited the file; the service reads only the chain).`,
 		Args:  nargs("DB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := m.format(cmd)
@@ -81,7 +84,13 @@ func (m *Main) newAnalystListCmd() *cobra.Command {
 				}
 				rows = append(rows, []any{a.Name, a.Scope, status, shortTime(a.Added), revoked})
 			}
-			return newPrinter(cmd.OutOrStdout(), format).Print([]string{"name", "scope", "status", "added", "revoked"}, rows)
+			if err := newPrinter(cmd.OutOrStdout(), format).Print([]string{"name", "scope", "status", "added", "revoked"}, rows); err != nil {
+				return err
+			}
+			if _, err := serve.VerifyAccounts(ctx, db); err != nil {
+				return fmt.Errorf("%w (the list above is the chain's, which is all the service reads)", err)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringP("format", "f", FormatTable, "output format: table, csv or json")

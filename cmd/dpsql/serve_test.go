@@ -110,6 +110,8 @@ func TestServeAnalystRemote(t *testing.T) {
 		t.Errorf("analyst list after revoke: %q", out)
 	}
 	mustFail(t, 1, "no such active account", "analyst", "revoke", db, "alice")
+	mustRun(t, "query", db, "UPDATE dp_account SET revoked_at = NULL")
+	mustFail(t, 1, `dp_account does not match the account records of the ledger's chain: account "alice" differs`, "analyst", "list", db)
 }
 
 // Off loopback the service needs TLS; with a certificate it serves https.
