@@ -60,7 +60,7 @@ func (m *Main) newAnalystListCmd() *cobra.Command {
 		Long: `List every account, active or revoked, as the ledger's chain records it, and
 check that the derived table dp_account matches the chain (exit status 1 if it
 does not: someone edited the file; the service reads only the chain).`,
-		Args:  nargs("DB"),
+		Args: nargs("DB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := m.format(cmd)
 			if err != nil {
