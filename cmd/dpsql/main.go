@@ -1,6 +1,8 @@
 // Command dpsql manages differential privacy inside SQLite database files:
 // budgets (init, budget), noisy queries (query, shell), the audit ledger
-// (audit, audit verify), data import (import) and a guided tour (demo).
+// (audit, audit verify), data import (import), protected mode (protect,
+// unprotect), the analyst service and its accounts (serve, analyst) and a
+// guided tour (demo).
 //
 // Run "dpsql help" for the commands; root.go documents the configuration.
 package main
