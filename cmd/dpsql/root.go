@@ -133,8 +133,9 @@ same file. New here? Run "dpsql demo".
 		return usagef("%v (see 'dpsql help %s')", flagError(err), strings.TrimPrefix(c.CommandPath(), "dpsql "))
 	})
 	root.AddCommand(m.newProtectCmd(), m.newUnprotectCmd())
-	root.AddCommand(m.newInitCmd(), m.newQueryCmd(), m.newBudgetCmd(), m.newAuditCmd(),
-		m.newShellCmd(), m.newDemoCmd(), m.newImportCmd(), m.newExportCmd(), m.newVersionCmd())
+	root.AddCommand(m.newInitCmd(), m.withRemote(m.newQueryCmd(), false), m.newBudgetCmd(), m.newAuditCmd(),
+		m.withRemote(m.newShellCmd(), true), m.newDemoCmd(), m.newImportCmd(), m.newExportCmd(), m.newVersionCmd())
+	root.AddCommand(m.newServeCmd(), m.newAnalystCmd())
 	return root
 }
 

@@ -1,0 +1,110 @@
+package serve_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/dpsql/dpsql/serve"
+)
+
+// findChromium returns Debian's chromium (or another Chrome) for the browser
+// test; CI sets DPSQL_REQUIRE_BROWSER so that a missing browser fails there.
+func findChromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("DPSQL_REQUIRE_BROWSER") != "" {
+		t.Fatal("no chromium on PATH (apt-get install -y chromium), and DPSQL_REQUIRE_BROWSER is set")
+	}
+	t.Skip("no chromium on PATH: install it (apt-get install -y chromium) to run the browser test")
+	return ""
+}
+
+// An analyst in a real (headless) browser signs in with a token, runs a DP
+// query on the web page and reads the result; the budget bar and the spend
+// chart follow the charge; a wrong token is refused on the page.
+func TestBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the browser test starts chromium")
+	}
+	chromium := findChromium(t)
+	c := newClinic(t, 300, map[string]float64{"a": 2})
+	tok := c.account(t, "alice", "a")
+	_, hs := c.start(t, serve.Config{})
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.Flag("headless", true), chromedp.Flag("disable-gpu", true))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(hs.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), serve.TokenPrefix+"not-a-real-token"),
+		chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.CSS("#login-error:not(:empty)")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loginError := text(ctx, t, chromedp.Text(chromedp.ID("login-error")))
+	if !strings.Contains(loginError, "not that of an active account") {
+		t.Errorf("wrong token: the page says %q", loginError)
+	}
+
+	const query = `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) AS n FROM patients`
+	err = chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.ID("token"), tok),
+		chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.ID("app")),
+		chromedp.SetValue(chromedp.ID("sql"), query),
+		chromedp.Click(chromedp.ID("run")),
+		chromedp.WaitVisible(chromedp.CSS("#result td")),
+		chromedp.WaitVisible(chromedp.CSS("#spend circle")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := text(ctx, t, chromedp.Text(chromedp.ID("scope")))
+	header := text(ctx, t, chromedp.Text(chromedp.CSS("#result th")))
+	cell := text(ctx, t, chromedp.Text(chromedp.CSS("#result td")))
+	charge := text(ctx, t, chromedp.Text(chromedp.ID("charge")))
+	width := text(ctx, t, chromedp.Evaluate[string](`document.getElementById("remaining-bar").style.width`))
+	points := text(ctx, t, chromedp.Evaluate[string](`document.getElementById("spend").dataset.points`))
+	n, err := strconv.Atoi(cell)
+	// sigma = 1 for COUNT(*) at mu = 1: 300 ± 10 holds but for a 10-sigma draw.
+	if err != nil || n < 290 || n > 310 || header != "n" || scope != "a" {
+		t.Errorf("page shows scope %q, column %q, value %q; want a, n and a count near 300", scope, header, cell)
+	}
+	if !strings.Contains(charge, "charged mu 1") {
+		t.Errorf("charge line %q", charge)
+	}
+	// mu 1 of 2 spent: a quarter of mu² used, 75% remains.
+	if width != "75%" || points != "1" {
+		t.Errorf("budget bar %q, spend chart points %q; want 75%% and 1", width, points)
+	}
+	if c.charges(t, "a") != 1 {
+		t.Errorf("%d charges, want 1", c.charges(t, "a"))
+	}
+}
+
+// text runs a browser action that reads a string.
+func text(ctx context.Context, t *testing.T, a chromedp.Action[string]) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -1,0 +1,173 @@
+package serve
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dpsql/dpsql/protect"
+	"github.com/dpsql/dpsql/protect/dpselect"
+)
+
+// What /v1/query accepts, beyond protected mode's own rules (which still
+// apply to everything that runs):
+//
+//   - SELECT WITH DIFFERENTIAL_PRIVACY statements go to protected mode's
+//     engine, charged to the account's scope;
+//   - any other statement must be one SELECT (or WITH ... SELECT, or VALUES)
+//     and must not name a dpsql object (a word, quoted name or string that
+//     starts with "dp_"): an analyst connection may read the ledger, every
+//     scope's budget, the accounts and the policies, but over the service
+//     an analyst sees only their own scope, through GET /v1/budget and GET
+//     /v1/ledger, and spends only through DP statements whose charge the
+//     response reports. Service connections are shared by the analysts of a
+//     scope, so nothing may create TEMP objects either.
+
+// statementKind says where an accepted statement runs.
+type statementKind int
+
+const (
+	dpStatement    statementKind = iota // protected mode's engine
+	plainStatement                      // an analyst connection of the scope
+)
+
+// checkStatement decides whether the service runs q, and where.
+func checkStatement(q string) (statementKind, error) {
+	if strings.TrimSpace(q) == "" {
+		return 0, &badRequest{"the request's \"sql\" is empty: send one SELECT statement"}
+	}
+	if dpselect.IsDP(q) {
+		return dpStatement, nil
+	}
+	toks, err := sqlTokens(q)
+	if err != nil {
+		return 0, &badRequest{err.Error()}
+	}
+	if len(toks) == 0 {
+		return 0, &badRequest{"the request's \"sql\" holds only comments: send one SELECT statement"}
+	}
+	first := strings.ToUpper(toks[0].text)
+	if toks[0].kind != tokWord || (first != "SELECT" && first != "WITH" && first != "VALUES") {
+		return 0, refusal("the service runs SELECT statements only (SELECT WITH DIFFERENTIAL_PRIVACY on protected tables, a plain SELECT on public ones); %s statements are the owner's", abbreviateWord(toks[0].text))
+	}
+	for i, t := range toks {
+		if t.kind == tokSemicolon {
+			if i != len(toks)-1 {
+				return 0, refusal("one statement per request: send the statements after the first \";\" in requests of their own")
+			}
+			continue
+		}
+		if t.kind == tokWord {
+			switch strings.ToUpper(t.text) {
+			case "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "ATTACH", "DETACH", "PRAGMA", "VACUUM", "REINDEX", "ANALYZE":
+				return 0, refusal("the service runs SELECT statements only: %s is the owner's", strings.ToUpper(t.text))
+			}
+		}
+		if t.kind != tokPunct && strings.HasPrefix(strings.ToLower(t.text), "dp_") {
+			return 0, refusal("%s is a dpsql object: over the service, budgets and the ledger are shown for your scope only (GET /v1/budget, GET /v1/ledger), and budget is spent only by SELECT WITH DIFFERENTIAL_PRIVACY", abbreviateWord(t.text))
+		}
+	}
+	return plainStatement, nil
+}
+
+func refusal(format string, args ...any) error {
+	return &protect.Refusal{Msg: fmt.Sprintf(format, args...)}
+}
+
+// badRequest is a request the service cannot read.
+type badRequest struct{ msg string }
+
+func (e *badRequest) Error() string { return e.msg }
+
+func abbreviateWord(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+type tokKind int
+
+const (
+	tokWord      tokKind = iota // keyword, name or number
+	tokQuoted                   // "name", `name` or [name], unquoted
+	tokString                   // 'string', unquoted (SQLite also reads one as a name in FROM)
+	tokPunct                    // anything else
+	tokSemicolon                // ;
+)
+
+type token struct {
+	kind tokKind
+	text string
+}
+
+// sqlTokens splits q as SQLite's tokenizer would, as far as this package
+// needs: comments dropped, strings and quoted names read whole (doubled
+// quotes inside), words and single punctuation bytes.
+func sqlTokens(q string) ([]token, error) {
+	var out []token
+	for i := 0; i < len(q); {
+		c := q[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+			i++
+		case c == '-' && i+1 < len(q) && q[i+1] == '-':
+			j := strings.IndexByte(q[i:], '\n')
+			if j < 0 {
+				return out, nil
+			}
+			i += j + 1
+		case c == '/' && i+1 < len(q) && q[i+1] == '*':
+			j := strings.Index(q[i+2:], "*/")
+			if j < 0 {
+				return out, nil // SQLite ends an unterminated comment at the end of the input
+			}
+			i += j + 4
+		case c == '\'' || c == '"' || c == '`' || c == '[':
+			end := c
+			if c == '[' {
+				end = ']'
+			}
+			var b strings.Builder
+			j := i + 1
+			for {
+				if j >= len(q) {
+					return nil, fmt.Errorf("unterminated %c at byte %d of the statement", c, i+1)
+				}
+				if q[j] == end {
+					if end != ']' && j+1 < len(q) && q[j+1] == end {
+						b.WriteByte(end)
+						j += 2
+						continue
+					}
+					break
+				}
+				b.WriteByte(q[j])
+				j++
+			}
+			kind := tokQuoted
+			if c == '\'' {
+				kind = tokString
+			}
+			out = append(out, token{kind, b.String()})
+			i = j + 1
+		case isWordByte(c):
+			j := i
+			for j < len(q) && isWordByte(q[j]) {
+				j++
+			}
+			out = append(out, token{tokWord, q[i:j]})
+			i = j
+		case c == ';':
+			out = append(out, token{tokSemicolon, ";"})
+			i++
+		default:
+			out = append(out, token{tokPunct, q[i : i+1]})
+			i++
+		}
+	}
+	return out, nil
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || b == '$' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b >= 0x80
+}
