@@ -14,6 +14,7 @@ import (
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/protect"
+	"github.com/dpsql/dpsql/serve"
 	"github.com/spf13/cobra"
 )
 
@@ -151,6 +152,11 @@ func verifyLedger(ctx context.Context, db accountant.Queryer, w io.Writer, head 
 		return fmt.Errorf("policy verification failed: %w", err)
 	} else if n > 0 {
 		fmt.Fprintf(w, "policies OK: %d changes replayed from the chain, dp_policy matches\n", n)
+	}
+	if n, err := serve.VerifyAccounts(ctx, db); err != nil {
+		return fmt.Errorf("analyst account verification failed: %w", err)
+	} else if n > 0 {
+		fmt.Fprintf(w, "analyst accounts OK: %d accounts replayed from the chain, dp_account matches\n", n)
 	}
 	return nil
 }

@@ -112,6 +112,7 @@ func TestServeAnalystRemote(t *testing.T) {
 	mustFail(t, 1, "no such active account", "analyst", "revoke", db, "alice")
 	mustRun(t, "query", db, "UPDATE dp_account SET revoked_at = NULL")
 	mustFail(t, 1, `dp_account does not match the account records of the ledger's chain: account "alice" differs`, "analyst", "list", db)
+	mustFail(t, 1, `analyst account verification failed: dp_account does not match`, "audit", "verify", db)
 }
 
 // Off loopback the service needs TLS; with a certificate it serves https.
