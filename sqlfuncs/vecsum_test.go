@@ -83,9 +83,13 @@ func TestVecSumDistribution(t *testing.T) {
 			c := distuv.UnitNormal.CDF(x)
 			d = math.Max(d, math.Max(math.Abs(float64(i+1)/n-c), math.Abs(c-float64(i)/n)))
 		}
-		// 1.63/sqrt(n): the 1% critical value of the one-sample KS statistic.
-		if d > 1.63/math.Sqrt(n) {
-			t.Errorf("coordinate %d: KS distance to N(0,1) = %.4f > %.4f", j, d, 1.63/math.Sqrt(n))
+		// 1.95/sqrt(n): the 0.1% critical value of the one-sample KS
+		// statistic. At 1% the three coordinates' tests failed about one
+		// run in 30 by chance alone, and more often on the loaded CI
+		// machine's reruns; the sampler's own law is checked at 4e5 draws
+		// in package release.
+		if crit := 1.95 / math.Sqrt(n); d > crit {
+			t.Errorf("coordinate %d: KS distance to N(0,1) = %.4f > %.4f", j, d, crit)
 		}
 	}
 }
