@@ -85,9 +85,8 @@ func TestVecSumDistribution(t *testing.T) {
 		}
 		// 1.95/sqrt(n): the 0.1% critical value of the one-sample KS
 		// statistic. At 1% the three coordinates' tests failed about one
-		// run in 30 by chance alone, and more often on the loaded CI
-		// machine's reruns; the sampler's own law is checked at 4e5 draws
-		// in package release.
+		// run in 30 by chance alone; the sampler's own law is checked
+		// over millions of draws in package release.
 		if crit := 1.95 / math.Sqrt(n); d > crit {
 			t.Errorf("coordinate %d: KS distance to N(0,1) = %.4f > %.4f", j, d, crit)
 		}
