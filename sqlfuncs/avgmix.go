@@ -11,14 +11,6 @@ import (
 	"github.com/dpsql/dpsql/release/avgmix"
 )
 
-func init() {
-	registrars = append(registrars, func(c *Conn) error {
-		return c.sc.RegisterAggregator("dp_avgmix", func() *avgmixAgg {
-			return &avgmixAgg{c: c, rows: vectorRows{fn: "dp_avgmix"}}
-		}, false)
-	})
-}
-
 // avgmixOptions are dp_avgmix's options (a JSON object).
 type avgmixOptions struct {
 	Into     string   `json:"into"`
@@ -77,6 +69,10 @@ type avgmixAgg struct {
 	c    *Conn
 	rows vectorRows
 }
+
+// step and done make avgmixAgg a rowAggregate (aggregate.go).
+func (a *avgmixAgg) step(args []any) error { return a.Step(args[0], args[1], args[2]) }
+func (a *avgmixAgg) done() (string, error) { return a.Done() }
 
 func (a *avgmixAgg) Step(features, label, opts any) (err error) {
 	defer func() { a.rows.fail(err) }()

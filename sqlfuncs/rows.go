@@ -118,7 +118,7 @@ func (r *vectorRows) addRow(features, label, opts any) error {
 		if err != nil {
 			return err
 		}
-		r.opts = b
+		r.opts = bytes.Clone(b) // opts may point into SQLite's memory
 	} else if !sameOptions(r.opts, opts) {
 		return fmt.Errorf("%s: options differ at row %d: pass the same options on every row (a constant json_object)", r.fn, row)
 	}

@@ -15,17 +15,6 @@ import (
 	"github.com/dpsql/dpsql/release/dfs"
 )
 
-func init() {
-	registrars = append(registrars, func(c *Conn) error {
-		// The table form: SQLite prefers this exact two-argument function to
-		// the variadic aggregate below, which only refuses the old form.
-		if err := c.sc.RegisterFunc("dp_select_topm", c.dpSelectTopm, false); err != nil {
-			return err
-		}
-		return c.sc.RegisterAggregator("dp_select_topm", func() *selectTopmOldForm { return &selectTopmOldForm{} }, false)
-	})
-}
-
 // selectTopmOptions are dp_select_topm's options (a JSON object).
 type selectTopmOptions struct {
 	Features  string   `json:"features"`
