@@ -93,26 +93,22 @@ type avgmixRequest struct {
 	p          avgmix.Params
 }
 
-func (a *avgmixAgg) Done() (out string, err error) {
-	const fn = "dp_avgmix"
-	defer guard(fn, &err)
-	r := &a.rows
-	if err := r.finish(a.c); err != nil {
-		return "", err
-	}
-	if r.N == 0 {
-		// An aggregate learns its options from its first row: with none,
-		// there is nothing to plan with.
-		return "", fmt.Errorf("%s: no rows to release (empty input)", fn)
-	}
-	req, err := a.request()
-	if err != nil {
-		return "", err
-	}
-	if req.o.N != nil {
-		return a.releaseAsserted(req)
-	}
-	return a.releaseNoisyCount(req)
+func (a *avgmixAgg) Done() (string, error) {
+	return a.c.runRelease(releaseSteps{
+		fn:    "dp_avgmix",
+		rows:  &a.rows,
+		empty: "no rows to release (empty input)", // options come with the first row: nothing to plan with
+		plan: func() (func() (string, error), error) {
+			req, err := a.request()
+			if err != nil {
+				return nil, err
+			}
+			if req.o.N != nil {
+				return func() (string, error) { return a.releaseAsserted(req) }, nil
+			}
+			return func() (string, error) { return a.releaseNoisyCount(req) }, nil
+		},
+	})
 }
 
 // request checks the options and the budget; nothing here depends on the

@@ -29,7 +29,22 @@ type vectorRows struct {
 	Y       []float32 // n x K label vectors, when labels are BLOBs
 	K       int       // label vector length (BLOB labels) or max class id + 1
 	opts    []byte
-	failed  error // the first row error: the statement is failing
+	failed  error       // the first row error: the statement is failing
+	arena   *floatArena // holds X and chunks; free releases it
+}
+
+// alloc returns an empty feature buffer of capacity n from the rows' arena.
+func (r *vectorRows) alloc(n int) []float32 {
+	if r.arena == nil {
+		r.arena = newFloatArena()
+	}
+	return r.arena.alloc(n)
+}
+
+// free releases the buffered features; they may not be used afterwards.
+func (r *vectorRows) free() {
+	r.arena.free()
+	r.X, r.chunks = nil, nil
 }
 
 // checkClasses checks INTEGER labels against the public number of classes k.
@@ -97,12 +112,14 @@ func (r *vectorRows) features() []float32 {
 	if len(r.chunks) == 0 {
 		return r.X
 	}
-	x := make([]float32, 0, r.N*r.D)
-	for i, c := range r.chunks {
+	old := r.arena
+	r.arena = nil
+	x := r.alloc(r.N * r.D)
+	for _, c := range r.chunks {
 		x = append(x, c...)
-		r.chunks[i] = nil
 	}
 	x = append(x, r.X...)
+	old.free()
 	r.chunks, r.X = nil, x
 	return x
 }
@@ -111,7 +128,7 @@ func (r *vectorRows) addRow(features, label, opts any) error {
 	row := r.N + 1
 	if r.N > 0 && len(r.X) == chunkRows*r.D {
 		r.chunks = append(r.chunks, r.X[:len(r.X):len(r.X)])
-		r.X = make([]float32, 0, chunkRows*r.D)
+		r.X = r.alloc(chunkRows * r.D)
 	}
 	if r.N == 0 {
 		b, err := optionBytes(r.fn, opts)
@@ -130,6 +147,8 @@ func (r *vectorRows) addRow(features, label, opts any) error {
 	d := len(x) - before
 	if r.N == 0 {
 		r.D = d
+		// The first chunk, from the arena; AppendVector grew a small one.
+		x = append(r.alloc(chunkRows*d), x...)
 	} else if d != r.D {
 		return fmt.Errorf("%s: features of row %d have %d dimensions, earlier rows have %d", r.fn, row, d, r.D)
 	}

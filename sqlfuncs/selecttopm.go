@@ -139,13 +139,16 @@ func (c *Conn) dpSelectTopm(table, options any) (out string, err error) {
 		return "", err
 	}
 	in := &topmInput{rows: vectorRows{fn: fn}}
-	if err := c.readTopmTable(src, opts, in); err != nil {
-		return "", err
-	}
-	if in.rows.N == 0 {
-		return "", fmt.Errorf("%s: table %q has no rows to select from", fn, name)
-	}
-	return c.selectTopm(in, o, start)
+	return c.runRelease(releaseSteps{
+		fn:    fn,
+		rows:  &in.rows,
+		read:  func() error { return c.readTopmTable(src, opts, in) },
+		empty: fmt.Sprintf("table %q has no rows to select from", name),
+		// selectTopm plans (planSelectTopm), charges and writes.
+		plan: func() (func() (string, error), error) {
+			return func() (string, error) { return c.selectTopm(in, o, start) }, nil
+		},
+	})
 }
 
 // topmInput is the table a dp_select_topm call read, in rowid order.
