@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 )
 
 // DecodeVector decodes a vector argument: a BLOB of little-endian float32 (the
@@ -72,11 +73,21 @@ func EncodeVector(v []float32) []byte {
 
 // AppendEncoded appends the little-endian float32 encoding of v to dst.
 func AppendEncoded(dst []byte, v []float32) []byte {
+	if littleEndian && len(v) > 0 {
+		// The encoding is the memory layout: one copy.
+		return append(dst, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))...)
+	}
 	for _, f := range v {
 		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(f))
 	}
 	return dst
 }
+
+// littleEndian reports whether float32s lie in memory as they are encoded.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
 
 func typeName(v any) string {
 	switch x := v.(type) {
