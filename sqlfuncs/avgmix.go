@@ -244,7 +244,7 @@ func (a *avgmixAgg) releaseAsserted(req *avgmixRequest) (string, error) {
 	}
 	eps, delta := req.eps, req.delta
 	p.Calibrate = func(q float64, steps int) (float64, error) {
-		return interruptible(a.c, fn, func() (float64, error) { return accountant.CalibrateSubsampledSigma(q, steps, eps, delta) })
+		return interruptible(a.c, fn, func() (float64, error) { return a.c.calibrateSubsampled(nil, q, steps, eps, delta) })
 	}
 	plan, err := avgmix.NewPlan(req.noise, n, a.rows.D, req.k, p)
 	if err != nil {
@@ -310,7 +310,7 @@ func (a *avgmixAgg) releaseWithCount(req *avgmixRequest, nc *noisyCount) (string
 	eps, delta := req.eps, req.delta
 	p.Calibrate = func(q float64, steps int) (float64, error) {
 		return interruptible(a.c, fn, func() (float64, error) {
-			return accountant.CalibrateSubsampledSigmaAfter(nc.mech, q, steps, eps, delta)
+			return a.c.calibrateSubsampled([]accountant.Mechanism{nc.mech}, q, steps, eps, delta)
 		})
 	}
 	plan, err := avgmix.NewPlan(req.noise, n, a.rows.D, req.k, p)

@@ -38,6 +38,10 @@ type Conn struct {
 	// later error in the same statement can say that they stand.
 	exec    execution
 	charged []committed
+
+	// Calibrations made since the last charge, to be cached in the file by
+	// the next one (calibration.go).
+	calibrations map[string]float64
 }
 
 // committed is one charge a statement has committed.
@@ -110,6 +114,7 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 			return more, err
 		}
 	}
+	release, cached := c.withCalibrations(release)
 	exec := runningExecution(c.handle, c.runs)
 	charging.Add(1)
 	defer charging.Add(-1)
@@ -127,6 +132,7 @@ func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any,
 		err = fmt.Errorf("%s: %w", fn, err)
 	}
 	if err == nil {
+		cached()
 		c.mu.Lock()
 		if exec != c.exec {
 			c.exec, c.charged = exec, nil
