@@ -29,6 +29,21 @@ func (a *floatArena) alloc(n int) []float32 {
 	return make([]float32, 0, n)
 }
 
+// release unmaps the buffer s came from (s must start it), if the arena
+// mapped it; s may not be used afterwards.
+func (a *floatArena) release(s []float32) {
+	if a == nil || cap(s) == 0 {
+		return
+	}
+	for i, m := range a.maps {
+		if len(m.floats) > 0 && &m.floats[0] == &s[:1][0] {
+			m.unmap()
+			a.maps = append(a.maps[:i], a.maps[i+1:]...)
+			return
+		}
+	}
+}
+
 // free unmaps every buffer; none may be used afterwards.
 func (a *floatArena) free() {
 	if a == nil {

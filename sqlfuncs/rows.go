@@ -103,11 +103,15 @@ func (r *vectorRows) features() []float32 {
 	if len(r.chunks) == 0 {
 		return r.X
 	}
+	// Each chunk is released as soon as it is copied, so that the rows are
+	// held about once, not twice.
 	old := r.arena
 	r.arena = nil
 	x := r.alloc(r.N * r.D)
-	for _, c := range r.chunks {
+	for i, c := range r.chunks {
 		x = append(x, c...)
+		old.release(c)
+		r.chunks[i] = nil
 	}
 	x = append(x, r.X...)
 	old.free()
