@@ -1,6 +1,7 @@
 package sqlfuncs_test
 
 import (
+	"database/sql"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -18,25 +19,7 @@ import (
 func BenchmarkAvgmixSQL(b *testing.B) {
 	const n, d, k = 60000, 784, 10
 	db := openDB(b, `SELECT dp_init(1e6)`)
-	if _, err := db.Exec(`CREATE TABLE train(features BLOB, label INTEGER)`); err != nil {
-		b.Fatal(err)
-	}
-	tx, _ := db.Begin()
-	ins, _ := tx.Prepare(`INSERT INTO train VALUES (?, ?)`)
-	r := rand.New(rand.NewPCG(1, 2))
-	x := make([]float32, d)
-	for i := 0; i < n; i++ {
-		for j := range x {
-			x[j] = float32(r.IntN(256)) / 255 // pixel-like values in [0, 1]
-		}
-		if _, err := ins.Exec(sqlfuncs.EncodeVector(x), i%k); err != nil {
-			b.Fatal(err)
-		}
-	}
-	ins.Close()
-	if err := tx.Commit(); err != nil {
-		b.Fatal(err)
-	}
+	fashionShaped(b, db, n, d, k)
 	b.ResetTimer()
 	i := 0
 	for b.Loop() {
@@ -68,27 +51,10 @@ func BenchmarkAvgmixFreshDB(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, q := range []string{`SELECT dp_init(1e6)`, `CREATE TABLE train(features BLOB, label INTEGER)`} {
-		if _, err := db.Exec(q); err != nil {
-			b.Fatal(err)
-		}
-	}
-	tx, _ := db.Begin()
-	ins, _ := tx.Prepare(`INSERT INTO train VALUES (?, ?)`)
-	r := rand.New(rand.NewPCG(1, 2))
-	x := make([]float32, d)
-	for i := 0; i < n; i++ {
-		for j := range x {
-			x[j] = float32(r.IntN(256)) / 255
-		}
-		if _, err := ins.Exec(sqlfuncs.EncodeVector(x), i%k); err != nil {
-			b.Fatal(err)
-		}
-	}
-	ins.Close()
-	if err := tx.Commit(); err != nil {
+	if _, err := db.Exec(`SELECT dp_init(1e6)`); err != nil {
 		b.Fatal(err)
 	}
+	fashionShaped(b, db, n, d, k)
 	db.Close()
 	const query = `SELECT dp_avgmix(features, label, json_object('n', 60000, 'into', 'rel', 'mu', 1.0, 'm', 64, 'classes', 10)) FROM train`
 	run := func(b *testing.B, path string) {
@@ -159,4 +125,30 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// fashionShaped creates the table train(features BLOB, label INTEGER) of n
+// generated rows shaped like Fashion-MNIST: d pixel-like values in [0, 1]
+// and labels 0..k-1.
+func fashionShaped(b *testing.B, db *sql.DB, n, d, k int) {
+	b.Helper()
+	if _, err := db.Exec(`CREATE TABLE train(features BLOB, label INTEGER)`); err != nil {
+		b.Fatal(err)
+	}
+	tx, _ := db.Begin()
+	ins, _ := tx.Prepare(`INSERT INTO train VALUES (?, ?)`)
+	r := rand.New(rand.NewPCG(1, 2))
+	x := make([]float32, d)
+	for i := 0; i < n; i++ {
+		for j := range x {
+			x[j] = float32(r.IntN(256)) / 255
+		}
+		if _, err := ins.Exec(sqlfuncs.EncodeVector(x), i%k); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ins.Close()
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
 }
