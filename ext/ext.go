@@ -213,6 +213,9 @@ func OpenScope(ctx context.Context, path, scope string) (*sql.DB, error) {
 	if scope != "" {
 		dsn += "&" + url.Values{"dp_scope": {scope}}.Encode()
 	}
+	if err := prepareFile(path); err != nil {
+		return nil, err
+	}
 	db, err := sql.Open(DriverName, dsn)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package ext_test
 
 import (
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -61,5 +62,41 @@ func TestOpenScopeUnknown(t *testing.T) {
 			t.Fatalf("OpenScope(%q): %v", scope, err)
 		}
 		db.Close()
+	}
+}
+
+// TestNewFilePageSize checks that Open creates files with PageSize pages in
+// WAL mode, and leaves an existing file's page size alone.
+func TestNewFilePageSize(t *testing.T) {
+	pageSize := func(path string) (int, string) {
+		t.Helper()
+		db, err := ext.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS t(x)`); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		var mode string
+		db.QueryRow(`PRAGMA page_size`).Scan(&n)
+		db.QueryRow(`PRAGMA journal_mode`).Scan(&mode)
+		return n, mode
+	}
+	dir := t.TempDir()
+	if n, mode := pageSize(filepath.Join(dir, "new.db")); n != ext.PageSize || mode != "wal" {
+		t.Errorf("new file: page size %d, journal %s; want %d, wal", n, mode, ext.PageSize)
+	}
+	old := filepath.Join(dir, "old.db")
+	plain, err := sql.Open("sqlite3", old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.Exec(`PRAGMA page_size = 4096`)
+	plain.Exec(`CREATE TABLE t(x)`)
+	plain.Close()
+	if n, _ := pageSize(old); n != 4096 {
+		t.Errorf("existing file: page size changed to %d", n)
 	}
 }

@@ -12,14 +12,6 @@ import (
 	"github.com/dpsql/dpsql/release/avgmix"
 )
 
-func init() {
-	registrars = append(registrars, func(c *Conn) error {
-		return c.sc.RegisterAggregator("dp_avgmix", func() *avgmixAgg {
-			return &avgmixAgg{c: c, rows: vectorRows{fn: "dp_avgmix"}}
-		}, false)
-	})
-}
-
 // avgmixOptions are dp_avgmix's options (a JSON object).
 type avgmixOptions struct {
 	Into     string   `json:"into"`
@@ -73,6 +65,10 @@ type avgmixAgg struct {
 	rows vectorRows
 }
 
+// step and done make avgmixAgg a rowAggregate (aggregate.go).
+func (a *avgmixAgg) step(args []any) error { return a.Step(args[0], args[1], args[2]) }
+func (a *avgmixAgg) done() (string, error) { return a.Done() }
+
 func (a *avgmixAgg) Step(features, label, opts any) (err error) {
 	defer func() { a.rows.fail(err) }()
 	defer guard("dp_avgmix", &err) // runs first, so a panic is remembered too
@@ -92,26 +88,22 @@ type avgmixRequest struct {
 	p          avgmix.Params
 }
 
-func (a *avgmixAgg) Done() (out string, err error) {
-	const fn = "dp_avgmix"
-	defer guard(fn, &err)
-	r := &a.rows
-	if err := r.finish(a.c); err != nil {
-		return "", err
-	}
-	if r.N == 0 {
-		// An aggregate learns its options from its first row: with none,
-		// there is nothing to plan with.
-		return "", fmt.Errorf("%s: no rows to release (empty input)", fn)
-	}
-	req, err := a.request()
-	if err != nil {
-		return "", err
-	}
-	if req.o.N != nil {
-		return a.releaseAsserted(req)
-	}
-	return a.releaseNoisyCount(req)
+func (a *avgmixAgg) Done() (string, error) {
+	return a.c.runRelease(releaseSteps{
+		fn:    "dp_avgmix",
+		rows:  &a.rows,
+		empty: "no rows to release (empty input)", // options come with the first row: nothing to plan with
+		plan: func() (func() (string, error), error) {
+			req, err := a.request()
+			if err != nil {
+				return nil, err
+			}
+			if req.o.N != nil {
+				return func() (string, error) { return a.releaseAsserted(req) }, nil
+			}
+			return func() (string, error) { return a.releaseNoisyCount(req) }, nil
+		},
+	})
 }
 
 // request checks the options and the budget; nothing here depends on the
@@ -247,7 +239,7 @@ func (a *avgmixAgg) releaseAsserted(req *avgmixRequest) (string, error) {
 	}
 	eps, delta := req.eps, req.delta
 	p.Calibrate = func(q float64, steps int) (float64, error) {
-		return interruptible(a.c, fn, func() (float64, error) { return accountant.CalibrateSubsampledSigma(q, steps, eps, delta) })
+		return interruptible(a.c, fn, func() (float64, error) { return a.c.calibrateSubsampled(nil, q, steps, eps, delta) })
 	}
 	plan, err := avgmix.NewPlan(req.noise, n, a.rows.D, req.k, p)
 	if err != nil {
@@ -322,7 +314,7 @@ func (a *avgmixAgg) releaseWithCount(req *avgmixRequest, nc *noisyCount) (string
 	eps, delta := req.eps, req.delta
 	p.Calibrate = func(q float64, steps int) (float64, error) {
 		return interruptible(a.c, fn, func() (float64, error) {
-			return accountant.CalibrateSubsampledSigmaAfter(nc.mech, q, steps, eps, delta)
+			return a.c.calibrateSubsampled([]accountant.Mechanism{nc.mech}, q, steps, eps, delta)
 		})
 	}
 	plan, err := avgmix.NewPlan(req.noise, n, a.rows.D, req.k, p)

@@ -40,6 +40,10 @@ type Conn struct {
 	exec    execution
 	failed  failure // the last refused charge (LastError)
 	charged []committed
+
+	// Calibrations made since the last charge, to be cached in the file by
+	// the next one (calibration.go).
+	calibrations map[string]float64
 }
 
 // committed is one charge a statement has committed.
@@ -124,6 +128,7 @@ func (c *Conn) charge(fn string, ac accountant.Charge, release func(tx *sql.Tx) 
 			return more, err
 		}
 	}
+	release, cached := c.withCalibrations(release)
 	exec := runningExecution(c.handle, c.runs)
 	charging.Add(1)
 	defer charging.Add(-1)
@@ -143,6 +148,7 @@ func (c *Conn) charge(fn string, ac accountant.Charge, release func(tx *sql.Tx) 
 		c.rememberFailure(exec, err)
 	}
 	if err == nil {
+		cached()
 		c.mu.Lock()
 		if exec != c.exec {
 			c.exec, c.charged = exec, nil

@@ -10,25 +10,6 @@ import (
 	"github.com/dpsql/dpsql/accountant"
 )
 
-func init() {
-	registrars = append(registrars, func(c *Conn) error {
-		for _, f := range []struct {
-			name string
-			impl func(args ...any) (any, error)
-			pure bool
-		}{
-			{"dp_cost", wrap("dp_cost", dpCost), true},
-			{"dp_cost_report", wrap("dp_cost_report", dpCostReport), true},
-			{"dp_epsilon", wrap("dp_epsilon", c.dpEpsilon), false},
-		} {
-			if err := c.sc.RegisterFunc(f.name, f.impl, f.pure); err != nil {
-				return fmt.Errorf("registering %s: %w", f.name, err)
-			}
-		}
-		return nil
-	})
-}
-
 // parseMechanisms decodes a planned mechanism (a JSON object) or a composition
 // (a JSON array of them), rejecting unknown keys.
 func parseMechanisms(fn string, v any) ([]accountant.Mechanism, error) {

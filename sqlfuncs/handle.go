@@ -15,8 +15,10 @@ extern int sqlite3_stmt_busy(sqlite3_stmt*);
 extern const char *sqlite3_sql(sqlite3_stmt*);
 extern int sqlite3_is_interrupted(sqlite3*);
 extern int sqlite3_stmt_status(sqlite3_stmt*, int, int);
+extern const char *sqlite3_db_filename(sqlite3*, const char*);
 extern int sqlite3_trace_v2(sqlite3*, unsigned, int(*)(unsigned, void*, void*, void*), void*);
 
+static const char *dpsql_filename(void *db) { return sqlite3_db_filename((sqlite3*)db, "main"); }
 static int dpsql_txn_state(void *db) { return sqlite3_txn_state((sqlite3*)db, 0); }
 static int dpsql_interrupted(void *db) { return sqlite3_is_interrupted((sqlite3*)db); }
 static const char *dpsql_busy_sql(void *db) {
@@ -54,25 +56,18 @@ static void dpsql_busy_run(void *db, void **stmt, int *run) {
 */
 import "C"
 
-import (
-	"reflect"
-	"unsafe"
-
-	sqlite3 "github.com/mattn/go-sqlite3"
-)
-
-// dbHandle returns the sqlite3* behind a go-sqlite3 connection. go-sqlite3 does
-// not export it; the field is read by name so a layout change fails loudly in
-// the tests rather than silently.
-func dbHandle(c *sqlite3.SQLiteConn) unsafe.Pointer {
-	f, ok := reflect.TypeOf(c).Elem().FieldByName("db")
-	if !ok || f.Type.Kind() != reflect.Pointer {
-		return nil
-	}
-	return *(*unsafe.Pointer)(unsafe.Add(unsafe.Pointer(c), f.Offset))
-}
+import "unsafe"
 
 const txnWrite = 2 // SQLITE_TXN_WRITE
+
+// handleFilename returns the file of the main database of the connection h
+// (the tests check dbHandle with it).
+func handleFilename(h unsafe.Pointer) string {
+	if h == nil {
+		return ""
+	}
+	return C.GoString(C.dpsql_filename(h))
+}
 
 // writing reports whether the connection holds a write transaction on any schema.
 func writing(h unsafe.Pointer) bool {

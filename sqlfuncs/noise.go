@@ -13,24 +13,6 @@ import (
 // the ledger with the mechanism its continuous law describes at sensitivity
 // S + grid step, and only then draws the noise.
 
-func init() {
-	registrars = append(registrars, func(c *Conn) error {
-		for _, f := range []struct {
-			name string
-			impl func(args ...any) (any, error)
-		}{
-			{"dp_laplace", wrap("dp_laplace", c.dpLaplace)},
-			{"dp_tlaplace", wrap("dp_tlaplace", c.dpTLaplace)},
-			{"dp_optnoise", wrap("dp_optnoise", c.dpOptNoise)},
-		} {
-			if err := c.sc.RegisterFunc(f.name, f.impl, false); err != nil {
-				return fmt.Errorf("registering %s: %w", f.name, err)
-			}
-		}
-		return nil
-	})
-}
-
 // noiseArgs reads (x, sensitivity, epsilon) and, with withDelta, delta in
 // (0, maxDelta).
 func noiseArgs(fn string, args []any, withDelta bool, maxDelta float64) (x, sens, eps, delta float64, err error) {

@@ -12,6 +12,7 @@ func BenchmarkRowsAdd(b *testing.B) {
 	r := vectorRows{fn: "bench"}
 	for i := 0; b.Loop(); i++ {
 		if i%60000 == 0 {
+			r.free() // as a release does when it returns
 			r = vectorRows{fn: "bench"}
 		}
 		if err := r.add(row, int64(i%10), opts); err != nil {

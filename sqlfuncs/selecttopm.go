@@ -16,17 +16,6 @@ import (
 	"github.com/dpsql/dpsql/release/dfs"
 )
 
-func init() {
-	registrars = append(registrars, func(c *Conn) error {
-		// The table form: SQLite prefers this exact two-argument function to
-		// the variadic aggregate below, which only refuses the old form.
-		if err := c.sc.RegisterFunc("dp_select_topm", c.dpSelectTopm, false); err != nil {
-			return err
-		}
-		return c.sc.RegisterAggregator("dp_select_topm", func() *selectTopmOldForm { return &selectTopmOldForm{} }, false)
-	})
-}
-
 // selectTopmOptions are dp_select_topm's options (a JSON object).
 type selectTopmOptions struct {
 	Features  string   `json:"features"`
@@ -149,13 +138,16 @@ func (c *Conn) dpSelectTopm(table, options any) (out string, err error) {
 		return "", err
 	}
 	in := &topmInput{rows: vectorRows{fn: fn}}
-	if err := c.readTopmTable(src, opts, in); err != nil {
-		return "", err
-	}
-	if in.rows.N == 0 {
-		return "", fmt.Errorf("%s: table %q has no rows to select from", fn, name)
-	}
-	return c.selectTopm(in, o, start)
+	return c.runRelease(releaseSteps{
+		fn:    fn,
+		rows:  &in.rows,
+		read:  func() error { return c.readTopmTable(src, opts, in) },
+		empty: fmt.Sprintf("table %q has no rows to select from", name),
+		// selectTopm plans (planSelectTopm), charges and writes.
+		plan: func() (func() (string, error), error) {
+			return func() (string, error) { return c.selectTopm(in, o, start) }, nil
+		},
+	})
 }
 
 // topmInput is the table a dp_select_topm call read, in rowid order.

@@ -50,9 +50,6 @@ import (
 // Version is dpsql's version, returned by dp_version().
 const Version = "0.1.0"
 
-// registrars add further function families (dp_avgmix, dp_select_topm, ...).
-var registrars []func(*Conn) error
-
 // Register adds every dpsql function to a go-sqlite3 connection whose calls
 // charge scope (DefaultScope when empty). Call it from a ConnectHook.
 func Register(sc *sqlite3.SQLiteConn, scope string) (*Conn, error) {
@@ -64,37 +61,9 @@ func Register(sc *sqlite3.SQLiteConn, scope string) (*Conn, error) {
 		return nil, fmt.Errorf("dpsql: cannot reach the SQLite handle of this go-sqlite3 version")
 	}
 	c.runs = countRuns(c.handle)
-	type fn struct {
-		name string
-		impl func(args ...any) (any, error)
-		pure bool
-	}
-	fns := []fn{
-		{"dp_version", wrap("dp_version", func(args ...any) (any, error) { return Version, arity("dp_version", args, 0, 0, "no arguments") }), true},
-		{"gdp_epsilon", wrap("gdp_epsilon", gdpEpsilon), true},
-		{"gdp_delta", wrap("gdp_delta", gdpDelta), true},
-		{"gdp_mu", wrap("gdp_mu", gdpMu), true},
-		{"dp_init", wrap("dp_init", c.dpInit), false},
-		{"dp_init_epsilon", wrap("dp_init_epsilon", c.dpInitEpsilon), false},
-		{"dp_use_scope", wrap("dp_use_scope", c.dpUseScope), false},
-		{"dp_scope", wrap("dp_scope", func(args ...any) (any, error) { return c.Scope(), arity("dp_scope", args, 0, 0, "no arguments") }), false},
-		{"dp_budget_remaining", wrap("dp_budget_remaining", c.dpBudgetRemaining), false},
-		{"gdp_spend", wrap("gdp_spend", c.gdpSpend), false},
-		{"dp_gaussian", wrap("dp_gaussian", c.dpGaussian), false},
-	}
-	for _, f := range fns {
-		impl := f.impl
-		f.impl = func(args ...any) (any, error) {
-			v, err := impl(args...)
-			return v, c.annotate(err)
-		}
-		if err := sc.RegisterFunc(f.name, f.impl, f.pure); err != nil {
+	for _, f := range c.functions() {
+		if err := f.add(); err != nil {
 			return nil, fmt.Errorf("registering %s: %w", f.name, err)
-		}
-	}
-	for _, r := range registrars {
-		if err := r(c); err != nil {
-			return nil, err
 		}
 	}
 	if c.path != "" {
@@ -119,6 +88,78 @@ func Forget(sc *sqlite3.SQLiteConn) error {
 		return accountant.ReleaseLedger(c.path)
 	}
 	return nil
+}
+
+// sqlFunction is one SQL function Register adds to a connection.
+type sqlFunction struct {
+	name string
+	add  func() error
+}
+
+// functions is every SQL function dpsql adds to the connection, in the order
+// of the package doc; Register adds them top to bottom.
+func (c *Conn) functions() []sqlFunction {
+	const pure, annotated = true, true
+	return []sqlFunction{
+		c.scalar("dp_version", dpVersion, pure, !annotated),
+		c.scalar("gdp_epsilon", gdpEpsilon, pure, annotated),
+		c.scalar("gdp_delta", gdpDelta, pure, annotated),
+		c.scalar("gdp_mu", gdpMu, pure, annotated),
+		c.scalar("dp_init", c.dpInit, !pure, annotated),
+		c.scalar("dp_init_epsilon", c.dpInitEpsilon, !pure, annotated),
+		c.scalar("dp_use_scope", c.dpUseScope, !pure, annotated),
+		c.scalar("dp_scope", c.dpScope, !pure, annotated),
+		c.scalar("dp_budget_remaining", c.dpBudgetRemaining, !pure, annotated),
+		c.scalar("gdp_spend", c.gdpSpend, !pure, annotated),
+		c.scalar("dp_gaussian", c.dpGaussian, !pure, annotated),
+		c.scalar("dp_laplace", c.dpLaplace, !pure, !annotated),
+		c.scalar("dp_tlaplace", c.dpTLaplace, !pure, !annotated),
+		c.scalar("dp_optnoise", c.dpOptNoise, !pure, !annotated),
+		c.scalar("dp_cost", dpCost, pure, !annotated),
+		c.scalar("dp_cost_report", dpCostReport, pure, !annotated),
+		c.scalar("dp_epsilon", c.dpEpsilon, !pure, !annotated),
+		{"dp_avgmix", func() error {
+			return registerAggregate(c.handle, "dp_avgmix", 3, func() rowAggregate {
+				return &avgmixAgg{c: c, rows: vectorRows{fn: "dp_avgmix"}}
+			})
+		}},
+		// The table form: SQLite prefers this exact two-argument function to
+		// the variadic aggregate below, which only refuses the old form.
+		{"dp_select_topm", func() error { return c.sc.RegisterFunc("dp_select_topm", c.dpSelectTopm, false) }},
+		{"dp_select_topm", func() error {
+			return c.sc.RegisterAggregator("dp_select_topm", func() *selectTopmOldForm { return &selectTopmOldForm{} }, false)
+		}},
+		{"dp_vec_sum", func() error {
+			return c.sc.RegisterAggregator("dp_vec_sum", func() *vecSumAgg { return &vecSumAgg{c: c} }, false)
+		}},
+		{"dp_vec_select", func() error {
+			var vs vecSelect
+			return c.sc.RegisterFunc("dp_vec_select", wrap("dp_vec_select", vs.call), true)
+		}},
+	}
+}
+
+// scalar is a scalar function: f runs under guard (a panic becomes an
+// error); pure ones SQLite may fold; annotated ones name, when they fail, the
+// charges earlier calls of the same statement committed (see annotate).
+func (c *Conn) scalar(name string, f func(args ...any) (any, error), pure, annotated bool) sqlFunction {
+	impl := wrap(name, f)
+	if annotated {
+		guarded := impl
+		impl = func(args ...any) (any, error) {
+			v, err := guarded(args...)
+			return v, c.annotate(err)
+		}
+	}
+	return sqlFunction{name, func() error { return c.sc.RegisterFunc(name, impl, pure) }}
+}
+
+func dpVersion(args ...any) (any, error) {
+	return Version, arity("dp_version", args, 0, 0, "no arguments")
+}
+
+func (c *Conn) dpScope(args ...any) (any, error) {
+	return c.Scope(), arity("dp_scope", args, 0, 0, "no arguments")
 }
 
 func wrap(name string, f func(args ...any) (any, error)) func(args ...any) (any, error) {

@@ -10,13 +10,6 @@ import (
 	"github.com/dpsql/dpsql/release/dfs"
 )
 
-func init() {
-	registrars = append(registrars, func(c *Conn) error {
-		var vs vecSelect
-		return c.sc.RegisterFunc("dp_vec_select", wrap("dp_vec_select", vs.call), true)
-	})
-}
-
 // vecSelect implements dp_vec_select(x, indices), a plain projection of raw
 // data, NOT a private release: it returns the coordinates indices of the
 // float32 vector x, in that order, as a float32 BLOB, with no noise and no

@@ -52,12 +52,6 @@ const vecSumBits = 24
 // vecSumMaxAbs is where an int64 coordinate sum stops being an exact float64.
 const vecSumMaxAbs = 1 << 53
 
-func init() {
-	registrars = append(registrars, func(c *Conn) error {
-		return c.sc.RegisterAggregator("dp_vec_sum", func() *vecSumAgg { return &vecSumAgg{c: c} }, false)
-	})
-}
-
 // Step adds one row.
 func (a *vecSumAgg) Step(x, clip, mu any) (err error) {
 	const fn = "dp_vec_sum"

@@ -58,3 +58,32 @@ func TestVecSumClipExact(t *testing.T) {
 		}
 	}
 }
+
+// TestFeaturesJoin checks that the chunks joined by features hold the rows in
+// order, across chunk boundaries (chunks of d = 300 are mapped, not from the
+// heap, and each is unmapped once copied).
+func TestFeaturesJoin(t *testing.T) {
+	const d = 300
+	r := vectorRows{fn: "test"}
+	defer r.free()
+	n := 2*chunkRows + 5
+	for i := 0; i < n; i++ {
+		row := make([]float32, d)
+		row[0], row[1], row[2] = float32(i), float32(-i), 1
+		if err := r.add(EncodeVector(row), int64(i%2), `{}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if chunkRows*d < hugeThreshold {
+		t.Fatalf("chunks of %d values would come from the heap", chunkRows*d)
+	}
+	x := r.features()
+	if len(x) != n*d {
+		t.Fatalf("%d values, want %d", len(x), n*d)
+	}
+	for i := 0; i < n; i++ {
+		if x[i*d] != float32(i) || x[i*d+1] != float32(-i) || x[i*d+2] != 1 {
+			t.Fatalf("row %d starts %v", i, x[i*d:i*d+3])
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 )
 
 // DecodeVector decodes a vector argument: a BLOB of little-endian float32 (the
@@ -33,6 +34,15 @@ func AppendVector(dst []float32, v any) ([]float32, error) {
 		start := len(dst)
 		dst = slices.Grow(dst, n)[:start+n]
 		out := dst[start:]
+		if littleEndian {
+			// The blob is the memory layout: one copy, then a check of
+			// every exponent.
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), len(b)), b)
+			if i := firstNonFinite(unsafe.Slice((*uint32)(unsafe.Pointer(&out[0])), n)); i >= 0 {
+				return dst[:start], fmt.Errorf("vector element %d is %v; vectors must be finite", i, out[i])
+			}
+			return dst, nil
+		}
 		for i := range out {
 			u := binary.LittleEndian.Uint32(b[4*i:])
 			if u&0x7f800000 == 0x7f800000 { // exponent all ones: NaN or Inf
@@ -72,11 +82,32 @@ func EncodeVector(v []float32) []byte {
 
 // AppendEncoded appends the little-endian float32 encoding of v to dst.
 func AppendEncoded(dst []byte, v []float32) []byte {
+	if littleEndian && len(v) > 0 {
+		// The encoding is the memory layout: one copy.
+		return append(dst, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))...)
+	}
 	for _, f := range v {
 		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(f))
 	}
 	return dst
 }
+
+// firstNonFinite returns the index of the first NaN or Inf among float32
+// bits, or -1.
+func firstNonFinite(bits []uint32) int {
+	for i, u := range bits {
+		if u&0x7f800000 == 0x7f800000 { // exponent all ones: NaN or Inf
+			return i
+		}
+	}
+	return -1
+}
+
+// littleEndian reports whether float32s lie in memory as they are encoded.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
 
 func typeName(v any) string {
 	switch x := v.(type) {

@@ -1,11 +1,17 @@
+// Tables: the source tables a per-row release reads whole, and the release
+// tables releases create and fill.
+
 package sqlfuncs
 
 import (
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
+	"sync"
 )
 
 // queryConn runs a query on the connection itself (from inside a running
@@ -125,4 +131,102 @@ func (c *Conn) baseTable(fn, name, features, label string) (*sourceTable, error)
 		return nil, fmt.Errorf("%s: table %q has columns named rowid, _rowid_ and oid, which hide its rowid", fn, name)
 	}
 	return src, nil
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// CheckTableName checks the name of a table dpsql creates (a release's
+// "into", dpsql import's TABLE): a plain identifier of letters, digits and _,
+// not starting with a digit, at most 128 characters, and not starting with
+// dp_ or sqlite_ (reserved for the ledger and for SQLite).
+func CheckTableName(name string) error {
+	if !identRE.MatchString(name) {
+		return fmt.Errorf("%q is not a plain table name: use letters, digits and _, not starting with a digit (at most 128 characters)", name)
+	}
+	if low := strings.ToLower(name); strings.HasPrefix(low, "dp_") || strings.HasPrefix(low, "sqlite_") {
+		return fmt.Errorf("%q: table names starting with dp_ or sqlite_ are reserved", name)
+	}
+	return nil
+}
+
+// outputTable checks the name of a release table: a plain identifier, not a
+// dpsql or SQLite internal name, and not an existing table or view.
+func outputTable(fn string, tx *sql.Tx, name string) (string, error) {
+	if name == "" {
+		return "", fmt.Errorf("%s: option \"into\" (the name of the new release table) is required", fn)
+	}
+	if err := CheckTableName(name); err != nil {
+		return "", fmt.Errorf("%s: into: %w", fn, err)
+	}
+	low := strings.ToLower(name)
+	if tx != nil {
+		var n int
+		if err := tx.QueryRow(`SELECT count(*) FROM sqlite_master WHERE lower(name) = ?`, low).Scan(&n); err != nil {
+			return "", err
+		}
+		if n > 0 {
+			return "", fmt.Errorf("%s: table %q already exists; releases never overwrite, choose another \"into\"", fn, name)
+		}
+	}
+	return `"` + name + `"`, nil
+}
+
+// Progress, when set, is told how far a long release has got (done of total
+// rows). The dpsql command line uses it for its progress bar.
+var (
+	progressMu sync.Mutex
+	progress   func(fn string, done, total int)
+)
+
+// SetProgress installs a progress callback for long releases (nil removes it).
+func SetProgress(f func(fn string, done, total int)) {
+	progressMu.Lock()
+	progress = f
+	progressMu.Unlock()
+}
+
+func report(fn string, done, total int) {
+	progressMu.Lock()
+	f := progress
+	progressMu.Unlock()
+	if f != nil {
+		f(fn, done, total)
+	}
+}
+
+// batchInsert writes the rows of a release table through one prepared
+// single-row INSERT, reused for every row. (It replaced INSERTs of 64 rows
+// each: SQLite opens a statement journal for a multi-row INSERT inside a
+// transaction, and that journal copied every page of a 188 MB release to a
+// temporary file.) Blob arguments may be reused by the caller once add
+// returns: SQLite copies bound blobs.
+type batchInsert struct {
+	tx   *sql.Tx
+	sql  string
+	stmt *sql.Stmt
+}
+
+func newBatchInsert(tx *sql.Tx, quotedTable string, cols ...string) *batchInsert {
+	return &batchInsert{tx: tx, sql: `INSERT INTO ` + quotedTable + ` (` + strings.Join(cols, ", ") + `) VALUES (` +
+		strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + `)`}
+}
+
+// add writes one row.
+func (b *batchInsert) add(vals ...any) error {
+	if b.stmt == nil {
+		var err error
+		if b.stmt, err = b.tx.Prepare(b.sql); err != nil {
+			return err
+		}
+	}
+	_, err := b.stmt.Exec(vals...)
+	return err
+}
+
+// flush releases the statement.
+func (b *batchInsert) flush() error {
+	if b.stmt == nil {
+		return nil
+	}
+	return b.stmt.Close()
 }
