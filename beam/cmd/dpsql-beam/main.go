@@ -9,8 +9,9 @@
 // runs, runs it (on the in-process prism runner by default, or on Flink,
 // Spark or Dataflow with Beam's --runner and --endpoint flags), and imports
 // the noisy rows into the release table. A failed job has still spent its
-// budget and releases nothing; either way the outcome is appended to the
-// dp_beam_jobs table. See the README section "Beam pipelines".
+// budget and releases nothing; either way the job's outcome is appended to the
+// ledger as a record (kind "outcome", see outcome.go). See the README section
+// "Beam pipelines".
 //
 // When a runner starts this binary as a Beam worker (--worker), it serves
 // the pipeline's DoFns instead.
