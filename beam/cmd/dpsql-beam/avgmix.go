@@ -12,7 +12,6 @@ import (
 	"math"
 	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -300,11 +299,8 @@ func (m *Main) avgmix(ctx context.Context, c *avgmixConfig) (avgmixSummary, erro
 	if _, err := os.Stat(c.db); err != nil {
 		return sum, usagef("--db: %v (create it with `dpsql init FILE --mu 1`)", err)
 	}
-	if c.into == "" || !identRE.MatchString(c.into) {
-		return sum, usagef("--into %q: give the new release table a plain name (letters, digits and _; not starting with a digit)", c.into)
-	}
-	if low := strings.ToLower(c.into); strings.HasPrefix(low, "dp_") || strings.HasPrefix(low, "sqlite_") {
-		return sum, usagef("--into %q: names starting with dp_ or sqlite_ are reserved", c.into)
+	if err := checkInto(c.into); err != nil {
+		return sum, err
 	}
 	if c.parts < 1 || c.combineMB < 1 {
 		return sum, usagef("--staging-parts and --combine-mb must be >= 1")
@@ -349,21 +345,11 @@ func (m *Main) avgmix(ctx context.Context, c *avgmixConfig) (avgmixSummary, erro
 	// is charged: a construction error costs nothing.
 	// Each job stages into a directory of its own, so that no other job's
 	// files can be imported with it.
-	var staging string
-	if c.staging == "" {
-		if staging, err = os.MkdirTemp(filepath.Dir(c.db), ".dpsql-beam-"+job+"-"); err != nil {
-			return sum, err
-		}
-		defer os.RemoveAll(staging)
-	} else {
-		staging = strings.TrimRight(c.staging, "/") + "/dpsql-beam-" + job
-		defer func() {
-			pipeline.RemoveStaging(context.WithoutCancel(ctx), staging)
-			if !strings.Contains(staging, "://") {
-				os.Remove(staging)
-			}
-		}()
+	staging, cleanup, err := jobStaging(ctx, c.db, c.staging, job)
+	if err != nil {
+		return sum, err
 	}
+	defer cleanup()
 	p := beam.NewPipeline()
 	if err := pipeline.Avgmix(p.Root(), pr.plan, c.src, pipeline.AvgmixOptions{Staging: staging, Parts: c.parts, CombineBytes: c.combineMB << 20}); err != nil {
 		return sum, err
