@@ -356,4 +356,3 @@ func TestAggregateFailedJob(t *testing.T) {
 	}
 	auditVerify(t, path)
 }
-
