@@ -356,3 +356,53 @@ func TestAggregateFailedJob(t *testing.T) {
 	}
 	auditVerify(t, path)
 }
+
+// TestAggregatePublicKeysAndNoGroupBy: a GROUP BY over public keys releases
+// every listed key (also one the data lacks) and nothing else, with no
+// partition selection; a statement without GROUP BY releases one row.
+func TestAggregatePublicKeysAndNoGroupBy(t *testing.T) {
+	path, db, want := visitsDB(t, 20, 1e-5, 3)
+	if _, err := db.Exec(`CREATE TABLE wardlist (name TEXT); INSERT INTO wardlist VALUES ('w0'), ('w1'), ('w2'), ('w3'), ('w4'), ('w5'), ('w6'), ('w7'), ('s0'), ('empty')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`SELECT dp_protect('visits', json_object('privacy_unit', 'pid', 'max_groups', 2, 'max_rows', 3, 'public_keys', json_object('ward', 'wardlist.name')))`); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := run(t, nil, "aggregate", "--db", path, "--into", "pk",
+		"--query", `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) ward, COUNT(*) AS n FROM visits GROUP BY ward ORDER BY ward`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	_, params, _ := lastCharge(t, db)
+	sigma := statementParts(t, params)["count"]["sigma"].(float64)
+	rows, err := db.Query(`SELECT ward, n FROM pk ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wards []string
+	for rows.Next() {
+		var w string
+		var n int64
+		if err := rows.Scan(&w, &n); err != nil {
+			t.Fatal(err)
+		}
+		wards = append(wards, w)
+		if exact := float64(want[w].count); math.Abs(float64(n)-exact) > 5*sigma+1 {
+			t.Errorf("ward %s: COUNT %d, exact %v (sigma %.3g)", w, n, exact, sigma)
+		}
+	}
+	rows.Close()
+	if fmt.Sprint(wards) != "[empty s0 w0 w1 w2 w3 w4 w5 w6 w7]" {
+		t.Fatalf("released wards %v, want the listed ones in ORDER BY order", wards)
+	}
+	code, _, errs = run(t, nil, "aggregate", "--db", path, "--into", "total",
+		"--query", `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) AS n FROM visits WHERE ward = 'nowhere'`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM total`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("a statement without GROUP BY released %d rows (%v), want 1", n, err)
+	}
+	auditVerify(t, path)
+}
