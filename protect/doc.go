@@ -12,6 +12,7 @@
 //	engine.go   Engine.Query: runs the SQL under an authorizer on a connection of its own, charges once, adds the noise
 //	analyst.go  AnalystConn, the analyst's driver connection, and the authorizer that refuses everything else
 //	sqlfunc.go  dp_protect and dp_unprotect for the owner's connections
+//	external.go the plan, per-row SQL and noise exported for engines outside SQLite (dpsql-beam aggregate)
 //
 // The privacy argument, the accepted SQL and the refusal list are written
 // once, in the README's "Protected mode" section.

@@ -8,8 +8,8 @@
 //
 // [Avgmix] computes exactly the law of release/avgmix's Release for a Plan:
 //
-//	shards --read--> row blocks --clip, sample (secure stream)--> (t, partial sums)
-//	   T empty sums (t = 0..T-1) --flatten--> CombinePerKey(vector sum) --> (t, exact sums)
+//	shards --read--> row blocks --clip, sample (secure stream)--> (block, partial sums)
+//	   empty sums per block --flatten--> CombinePerKey(vector sum) --> (block, exact sums)
 //	   --noise, divide by m (secure stream)--> records --group by part--> staging files
 //
 // Every row is clipped with avgmix's ClipRow and joins each output t
@@ -18,19 +18,22 @@
 // pipeline options). Its clipped feature and label rows are added, in
 // float64, to the output's accumulator; the values are quantised so the sums
 // are exact, and so they do not depend on how Beam splits, orders or merges
-// them. The sampling DoFn keeps one accumulator per output index for the
-// whole bundle (up to MaxCombineBytes) and emits them when the bundle ends,
-// so Beam shuffles partial sums, not rows; the vector-sum CombineFn merges
-// the partial sums of each output index (and is lifted before the shuffle
-// where the runner supports it). The Go SDK's own lifted-combine cache keeps
-// only 2000 keys with random eviction, which for T = 60000 outputs would
-// ship almost one accumulator per (row, output) pair; hence the per-bundle
-// accumulators.
+// them. Outputs travel in blocks of consecutive indices (DefaultBlockBytes,
+// about 80 outputs of the Fashion-MNIST shape): the shuffle's key is the
+// block and its value the dense sums of the block's outputs. The sampling
+// DoFn keeps one accumulator per block for the whole bundle (up to
+// CombineBytes) and emits them when the bundle ends, so Beam shuffles
+// partial sums, not rows; the vector-sum CombineFn merges the partial sums of
+// each block (and is lifted before the shuffle where the runner supports it).
+// Keying by output (T = 60000 keys of 6 KB) made the runner's per-key and
+// per-element bookkeeping the pipeline's main cost, and defeated the Go
+// SDK's lifted-combine cache (2000 keys, random eviction); blocks fix both.
 //
-// Every output index 0..T-1 enters the combine once more with empty sums, so
-// an output no row joined is still released (as pure noise), exactly as
-// Release does. The finishing DoFn adds Gaussian noise on avgmix's grid with
-// avgmix's scales (Plan.Finish) and divides by the fixed m.
+// Every block enters the combine once more with empty sums, so an output no
+// row joined is still released (as pure noise), exactly as Release does. The
+// finishing DoFn adds Gaussian noise on avgmix's grid with avgmix's scales
+// (Plan.Finish) to a block's sums, divides by the fixed m, and emits the
+// block's records as one element.
 //
 // For hierarchical sampling the class choices are drawn by the driver (in
 // avgmix.NewPlan, before any data is read) and reach the sampling DoFn as a

@@ -12,7 +12,6 @@ import (
 	"math"
 	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -269,8 +268,8 @@ func planAvgmix(c *avgmixConfig, st accountant.Status, d, k int) (planned, error
 	return pr, nil
 }
 
-// openDB opens the database file for the driver's own writes (the job table
-// and the release table), with immediate transactions.
+// openDB opens the database file for the driver's own reads (the release
+// table's name is free); every write goes through the ledger.
 func openDB(path string) (*sql.DB, error) {
 	q := url.Values{}
 	q.Set("_txlock", "immediate")
@@ -300,11 +299,8 @@ func (m *Main) avgmix(ctx context.Context, c *avgmixConfig) (avgmixSummary, erro
 	if _, err := os.Stat(c.db); err != nil {
 		return sum, usagef("--db: %v (create it with `dpsql init FILE --mu 1`)", err)
 	}
-	if c.into == "" || !identRE.MatchString(c.into) {
-		return sum, usagef("--into %q: give the new release table a plain name (letters, digits and _; not starting with a digit)", c.into)
-	}
-	if low := strings.ToLower(c.into); strings.HasPrefix(low, "dp_") || strings.HasPrefix(low, "sqlite_") {
-		return sum, usagef("--into %q: names starting with dp_ or sqlite_ are reserved", c.into)
+	if err := checkInto(c.into); err != nil {
+		return sum, err
 	}
 	if c.parts < 1 || c.combineMB < 1 {
 		return sum, usagef("--staging-parts and --combine-mb must be >= 1")
@@ -349,40 +345,27 @@ func (m *Main) avgmix(ctx context.Context, c *avgmixConfig) (avgmixSummary, erro
 	// is charged: a construction error costs nothing.
 	// Each job stages into a directory of its own, so that no other job's
 	// files can be imported with it.
-	var staging string
-	if c.staging == "" {
-		if staging, err = os.MkdirTemp(filepath.Dir(c.db), ".dpsql-beam-"+job+"-"); err != nil {
-			return sum, err
-		}
-		defer os.RemoveAll(staging)
-	} else {
-		staging = strings.TrimRight(c.staging, "/") + "/dpsql-beam-" + job
-		defer func() {
-			pipeline.RemoveStaging(context.WithoutCancel(ctx), staging)
-			if !strings.Contains(staging, "://") {
-				os.Remove(staging)
-			}
-		}()
+	staging, cleanup, err := jobStaging(ctx, c.db, c.staging, job)
+	if err != nil {
+		return sum, err
 	}
+	defer cleanup()
 	p := beam.NewPipeline()
 	if err := pipeline.Avgmix(p.Root(), pr.plan, c.src, pipeline.AvgmixOptions{Staging: staging, Parts: c.parts, CombineBytes: c.combineMB << 20}); err != nil {
 		return sum, err
 	}
 
-	// Charge before the run: the charge and the job's 'charged' event
-	// commit together, before any worker reads a row.
-	rec, err := l.Charge(ctx, accountant.Charge{Scope: c.scope, Mechanism: pr.plan.Mechanism, Details: pr.details, Query: c.command},
-		func(tx *sql.Tx) (map[string]any, error) {
-			return nil, appendJobEvent(ctx, tx, job, eventCharged, 0, c.into, "")
-		})
+	// Charge before the run: the charge (its params name the job) commits
+	// before any worker reads a row.
+	rec, err := l.Charge(ctx, accountant.Charge{Scope: c.scope, Mechanism: pr.plan.Mechanism, Details: pr.details, Query: c.command}, nil)
 	if err != nil {
 		return sum, err
 	}
 	// From here on the budget is spent: every failure is recorded as the
 	// job's outcome and releases nothing.
 	fail := func(err error) (avgmixSummary, error) {
-		if rerr := recordOutcome(ctx, db, job, eventFailed, rec.ID, c.into, err.Error()); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("recording the failure: %w", rerr))
+		if rerr := recordFailure(ctx, l, c.scope, job, c.command, rec.ID, c.into, err); rerr != nil {
+			err = errors.Join(err, rerr)
 		}
 		return sum, fmt.Errorf("%w; the budget was spent (ledger entry %d) and nothing was released", err, rec.ID)
 	}
@@ -396,7 +379,10 @@ func (m *Main) avgmix(ctx context.Context, c *avgmixConfig) (avgmixSummary, erro
 		return fail(fmt.Errorf("the pipeline failed: %w", err))
 	}
 	pipeSecs := time.Since(runStart).Seconds()
-	if err := importAvgmix(ctx, db, staging, c.into, pr.plan, job, rec.ID); err != nil {
+	out := Outcome{Status: statusReleased, Charge: rec.ID, Into: c.into, Rows: pr.plan.T}
+	if err := appendOutcome(ctx, l, c.scope, job, c.command, out, func(tx *sql.Tx) error {
+		return importAvgmix(ctx, tx, staging, c.into, pr.plan)
+	}); err != nil {
 		return fail(err)
 	}
 	epsRig, err := accountant.RigorousEpsilon([]accountant.Mechanism{pr.plan.Mechanism}, st.Delta)
@@ -419,14 +405,9 @@ func tableExists(ctx context.Context, db *sql.DB, name string) (bool, error) {
 }
 
 // importAvgmix creates the release table and fills it from the staged
-// output, with the job's 'released' event, in one transaction: a partial or
-// malformed output rolls back and releases nothing.
-func importAvgmix(ctx context.Context, db *sql.DB, staging, into string, plan *avgmix.Plan, job string, ledgerID int64) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
+// output, in tx (the transaction that appends the job's "released" record):
+// a partial or malformed output rolls back and releases nothing.
+func importAvgmix(ctx context.Context, tx *sql.Tx, staging, into string, plan *avgmix.Plan) error {
 	q := `"` + into + `"`
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE `+q+` (id INTEGER PRIMARY KEY, x BLOB NOT NULL, y BLOB NOT NULL)`); err != nil {
 		return fmt.Errorf("creating %s: %w", into, err)
@@ -447,8 +428,5 @@ func importAvgmix(ctx context.Context, db *sql.DB, staging, into string, plan *a
 	if err != nil {
 		return fmt.Errorf("importing the release: %w", err)
 	}
-	if err := appendJobEvent(ctx, tx, job, eventReleased, ledgerID, into, fmt.Sprintf("%d rows", plan.T)); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return nil
 }

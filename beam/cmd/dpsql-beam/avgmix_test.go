@@ -10,9 +10,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dpsql/dpsql/accountant"
@@ -162,21 +164,62 @@ func ledgerRows(t *testing.T, db *sql.DB) []ledgerRow {
 	return out
 }
 
-func jobEvents(t *testing.T, db *sql.DB, job string) []string {
+// outcomes returns the outcome records of job, in ledger order, after
+// checking the hash chain.
+func outcomes(t *testing.T, db *sql.DB, job string) []Outcome {
 	t.Helper()
-	rows, err := db.Query(`SELECT event FROM dp_beam_jobs WHERE job = ? ORDER BY id`, job)
+	rows, err := accountant.ReadRecords(context.Background(), db, accountant.EventOutcome)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var ev []string
-	for rows.Next() {
-		var e string
-		rows.Scan(&e)
-		ev = append(ev, e)
+	var out []Outcome
+	for _, r := range rows {
+		if r.Mechanism != job {
+			continue
+		}
+		var o Outcome
+		if err := json.Unmarshal([]byte(r.Params), &o); err != nil {
+			t.Fatalf("outcome record %d: %v", r.ID, err)
+		}
+		if r.Mu != 0 {
+			t.Fatalf("outcome record %d spends mu %v", r.ID, r.Mu)
+		}
+		out = append(out, o)
 	}
-	return ev
+	return out
 }
+
+// auditVerify runs `dpsql audit verify` (built from the root module this
+// module replaces) on the file and fails unless it passes.
+func auditVerify(t *testing.T, path string) {
+	t.Helper()
+	dpsqlOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "dpsql-bin-")
+		if err != nil {
+			dpsqlErr = err
+			return
+		}
+		dpsqlBin = filepath.Join(dir, "dpsql")
+		cmd := exec.Command("go", "build", "-o", dpsqlBin, "./cmd/dpsql")
+		cmd.Dir = filepath.Join("..", "..", "..") // the root module
+		if out, err := cmd.CombinedOutput(); err != nil {
+			dpsqlErr = fmt.Errorf("building dpsql: %v\n%s", err, out)
+		}
+	})
+	if dpsqlErr != nil {
+		t.Fatal(dpsqlErr)
+	}
+	out, err := exec.Command(dpsqlBin, "audit", "verify", path).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ledger OK") {
+		t.Fatalf("dpsql audit verify %s: %v\n%s", path, err, out)
+	}
+}
+
+var (
+	dpsqlOnce sync.Once
+	dpsqlBin  string
+	dpsqlErr  error
+)
 
 func hasTable(t *testing.T, db *sql.DB, name string) bool {
 	t.Helper()
@@ -218,8 +261,8 @@ func TestAvgmixPipeline(t *testing.T) {
 		if hasTable(t, db, "beamrel") {
 			t.Error("the release table exists before the pipeline ran")
 		}
-		if ev := jobEvents(t, db, job); len(ev) != 1 || ev[0] != eventCharged {
-			t.Errorf("job events before the run: %v, want [charged]", ev)
+		if o := outcomes(t, db, job); len(o) != 0 {
+			t.Errorf("outcome records before the run: %+v", o)
 		}
 		return nil
 	}}
@@ -241,8 +284,8 @@ func TestAvgmixPipeline(t *testing.T) {
 	if len(after) != 1 || after[0].id != atRun[0].id {
 		t.Fatalf("ledger after the run: %d rows, want the one charge", len(after))
 	}
-	if ev := jobEvents(t, db, hookJob); len(ev) != 2 || ev[1] != eventReleased {
-		t.Fatalf("job events %v, want [charged released]", ev)
+	if o := outcomes(t, db, hookJob); len(o) != 1 || o[0] != (Outcome{Status: statusReleased, Charge: atRun[0].id, Into: "beamrel", Rows: T}) {
+		t.Fatalf("outcome records %+v, want one: released %d rows into beamrel, charge %d", o, T, atRun[0].id)
 	}
 
 	// The SQL function on the same table with the same public parameters
@@ -319,6 +362,7 @@ func TestAvgmixPipeline(t *testing.T) {
 	if frac := sx * sx / (q*(1-q)*s2[0] + sx*sx); frac < 0.5 {
 		t.Fatalf("noise is only %.2f of the feature variance: the test would not see a wrong scale", frac)
 	}
+	auditVerify(t, path)
 }
 
 // TestAvgmixFailedJob: a job whose pipeline fails after the charge (a bad
@@ -357,8 +401,10 @@ func TestAvgmixFailedJob(t *testing.T) {
 		t.Fatalf("%d ledger rows after a failed job, want %d (the charge stays)", len(after), len(before)+1)
 	}
 	job, _ := after[len(after)-1].params["job"].(string)
-	if ev := jobEvents(t, db, job); len(ev) != 2 || ev[0] != eventCharged || ev[1] != eventFailed {
-		t.Fatalf("job events %v, want [charged failed]", ev)
+	o := outcomes(t, db, job)
+	if len(o) != 1 || o[0].Status != statusFailed || o[0].Charge != after[len(after)-1].id || o[0].Rows != 0 ||
+		!strings.Contains(o[0].Error, "label 7 is not a class id") {
+		t.Fatalf("outcome records %+v, want one: failed, charge %d, the worker's error", o, after[len(after)-1].id)
 	}
 	if hasTable(t, db, "rel") {
 		t.Fatal("a failed job left a release table")
@@ -371,7 +417,52 @@ func TestAvgmixFailedJob(t *testing.T) {
 	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".dpsql-beam-*")); len(m) != 0 {
 		t.Fatalf("staging left behind: %v", m)
 	}
+	auditVerify(t, path)
 }
+
+// TestAvgmixLegacyJobsTable: a file from a version that kept job outcomes
+// in dp_beam_jobs keeps that table as it was (append-only, still readable);
+// new jobs record their outcome in the ledger, and the file verifies.
+func TestAvgmixLegacyJobsTable(t *testing.T) {
+	path, db := initDB(t, 5)
+	writeTable(t, db, "train", genRows(500))
+	if _, err := db.Exec(legacyJobsSchema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO dp_beam_jobs(job, at, event, ledger_id, into_table, detail) VALUES ('old', '2026-01-01T00:00:00Z', 'released', 1, 'r0', '10 rows')`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run(t, nil, "avgmix", "--db", path, "--into", "rel", "--mu", "1", "--n", "500", "--T", "50",
+		"--table", "train", "--classes", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var sum avgmixSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM dp_beam_jobs`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("dp_beam_jobs holds %d rows (%v), want the old one only", n, err)
+	}
+	if o := outcomes(t, db, sum.Job); len(o) != 1 || o[0].Status != statusReleased || o[0].Charge != sum.LedgerID || o[0].Rows != 50 {
+		t.Fatalf("outcome records %+v", o)
+	}
+	auditVerify(t, path)
+}
+
+// legacyJobsSchema is dp_beam_jobs as earlier versions created it.
+const legacyJobsSchema = `
+CREATE TABLE dp_beam_jobs (
+  id INTEGER PRIMARY KEY, job TEXT NOT NULL, at TEXT NOT NULL,
+  event TEXT NOT NULL CHECK (event IN ('charged', 'released', 'failed')),
+  ledger_id INTEGER, into_table TEXT NOT NULL, detail TEXT NOT NULL
+);
+CREATE TRIGGER dp_beam_jobs_no_update BEFORE UPDATE ON dp_beam_jobs
+BEGIN SELECT RAISE(ABORT, 'dp_beam_jobs is append-only: rows cannot be updated'); END;
+CREATE TRIGGER dp_beam_jobs_no_delete BEFORE DELETE ON dp_beam_jobs
+BEGIN SELECT RAISE(ABORT, 'dp_beam_jobs is append-only: rows cannot be deleted'); END;
+`
 
 // TestAvgmixRefusals: bad options and inputs are refused before anything is
 // charged.

@@ -3,14 +3,16 @@
 // file exactly as the SQL functions charge it.
 //
 //	dpsql-beam avgmix --db FILE --into TABLE --mu MU --n N [input] [options] [Beam flags]
+//	dpsql-beam aggregate --db FILE --into TABLE --query 'SELECT WITH DIFFERENTIAL_PRIVACY ...' [options] [Beam flags]
 //
 // The driver plans the release from public parameters only (the asserted n,
 // T, m, the budget), charges it to the ledger in FILE before the pipeline
 // runs, runs it (on the in-process prism runner by default, or on Flink,
 // Spark or Dataflow with Beam's --runner and --endpoint flags), and imports
 // the noisy rows into the release table. A failed job has still spent its
-// budget and releases nothing; either way the outcome is appended to the
-// dp_beam_jobs table. See the README section "Beam pipelines".
+// budget and releases nothing; either way the job's outcome is appended to the
+// ledger as a record (kind "outcome", see outcome.go). See the README section
+// "Beam pipelines".
 //
 // When a runner starts this binary as a Beam worker (--worker), it serves
 // the pipeline's DoFns instead.
@@ -41,7 +43,7 @@ func main() {
 		// Started by a runner as a worker: Beam's flags only.
 		flag.Parse()
 		beam.Init()
-		fmt.Fprintln(os.Stderr, "dpsql-beam: give a command (avgmix); run dpsql-beam help")
+		fmt.Fprintln(os.Stderr, "dpsql-beam: give a command (avgmix or aggregate); run dpsql-beam help")
 		os.Exit(2)
 	}
 	os.Exit((&Main{Stdout: os.Stdout, Stderr: os.Stderr}).Run(context.Background(), os.Args[1:]))
@@ -51,9 +53,11 @@ const usage = `dpsql-beam runs dpsql releases as Apache Beam pipelines, charged 
 
 Commands:
   avgmix    NeuroMixGDP (dp_avgmix) over npy, CSV or SQLite-table shards
+  aggregate a protected-mode DP GROUP BY (SELECT WITH DIFFERENTIAL_PRIVACY) over
+            a protected table of the database, with its policy and charge
   help      this text
 
-Run "dpsql-beam avgmix -h" for its options. Beam's own flags (--runner,
+Run "dpsql-beam avgmix -h" (or aggregate -h) for its options. Beam's own flags (--runner,
 --endpoint, --environment_type, ...) are accepted after the command.
 `
 
@@ -67,6 +71,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	switch args[0] {
 	case "avgmix":
 		return m.runAvgmix(ctx, args[1:])
+	case "aggregate":
+		return m.runAggregate(ctx, args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(m.Stdout, usage)
 		return 0
