@@ -294,7 +294,13 @@ func decide(b Budget, prior scopeSpend, m Mechanism, tv float64) (checked, error
 		return c, nil
 	}
 	// A subsampled or non-Gaussian entry exists, or the samplers' error
-	// must be paid from delta: the rigorous epsilon decides.
+	// must be paid from delta: the rigorous epsilon decides. The file's
+	// total without a cap decides nothing, but its figure is what the '*'
+	// row of dp_budget_status shows and Verify recomputes, so it is kept,
+	// and kept cheap rather than made lazy: the bracketed search costs a
+	// few sweeps, and when the total holds the same entries as the scope
+	// at the same delta (a file of one scope) certifiedEpsilon's memo
+	// returns the scope's figure without a sweep.
 	epsAfter, err := certifiedEpsilon(c.comp, b.Delta, totalTV)
 	if err != nil {
 		return c, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", b.Scope, err)
