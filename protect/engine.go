@@ -156,11 +156,13 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 	if err != nil {
 		return nil, err
 	}
-	if err := setNumericCompare(ctx, conn, pl); err != nil {
+	numeric, err := columnNumeric(ctx, conn, pl.table)
+	if err != nil {
 		return nil, err
 	}
+	unitUnique := false
 	if pl.policy.PrivacyUnit != "" {
-		if pl.unitUnique, err = uniqueColumn(ctx, conn, pl.table, pl.policy.PrivacyUnit); err != nil {
+		if unitUnique, err = uniqueColumn(ctx, conn, pl.table, pl.policy.PrivacyUnit); err != nil {
 			return nil, err
 		}
 	}
@@ -179,11 +181,8 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 				scope, spent, b.Delta)
 		}
 	}
-	if pl.keySources == nil {
-		return pl, nil
-	}
+	var keyValues [][]any
 	// Public keys: read the declared key lists (public tables).
-	combos := 1
 	for _, ks := range pl.keySources {
 		rows, err := conn.QueryContext(ctx, fmt.Sprintf(`SELECT DISTINCT %s FROM main.%s WHERE %s IS NOT NULL`,
 			dpselect.QuoteIdent(ks[1]), dpselect.QuoteIdent(ks[0]), dpselect.QuoteIdent(ks[1])))
@@ -203,40 +202,62 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 		if err := rows.Err(); err != nil {
 			return nil, err
 		}
-		combos *= max(len(vals), 1)
-		if combos > maxKeyCombinations {
-			return nil, refusef("the public keys of the GROUP BY columns make more than %d groups", maxKeyCombinations)
-		}
-		pl.keyValues = append(pl.keyValues, vals)
+		keyValues = append(keyValues, vals)
 	}
-	pl.details["noise_tv_values"] = pl.gaussianValues(float64(combos))
-	pl.details["noise_tv"] = pl.gaussianValues(float64(combos)) * release.NoiseTV
+	if err := completePlan(pl, numeric, unitUnique, keyValues); err != nil {
+		return nil, err
+	}
 	return pl, nil
 }
 
-// setNumericCompare marks the aggregates whose column's declared type does
-// not give it TEXT affinity (see aggPlan.numericCompare).
-func setNumericCompare(ctx context.Context, conn *sql.Conn, pl *plan) error {
-	rows, err := conn.QueryContext(ctx, `SELECT name, upper(type) FROM pragma_table_info(?, 'main')`, pl.table)
+// completePlan adds to a checked plan what the file's schema and public
+// tables say: which aggregated columns compare numerically (numeric, by
+// column name), whether the privacy unit is declared unique, and the public
+// keys' values (with the sampler's noise_tv at their number of groups).
+// Engine.plan and NewStatement both end with it, so a statement planned
+// outside SQLite is the statement the engine runs.
+func completePlan(pl *plan, numeric map[string]bool, unitUnique bool, keyValues [][]any) error {
+	for i := range pl.aggs {
+		pl.aggs[i].numericCompare = numeric[pl.aggs[i].column]
+	}
+	pl.unitUnique = unitUnique && pl.policy.PrivacyUnit != ""
+	if pl.keySources == nil {
+		return nil
+	}
+	if len(keyValues) != len(pl.keySources) {
+		return fmt.Errorf("protect: the statement groups by %d public keys, its inputs list %d", len(pl.keySources), len(keyValues))
+	}
+	combos := 1
+	for _, vals := range keyValues {
+		combos *= max(len(vals), 1)
+		if combos > maxKeyCombinations {
+			return refusef("the public keys of the GROUP BY columns make more than %d groups", maxKeyCombinations)
+		}
+	}
+	pl.keyValues = keyValues
+	pl.details["noise_tv_values"] = pl.gaussianValues(float64(combos))
+	pl.details["noise_tv"] = pl.gaussianValues(float64(combos)) * release.NoiseTV
+	return nil
+}
+
+// columnNumeric reports, by column name, which columns of table have a
+// declared type that does not give them TEXT affinity (see
+// aggPlan.numericCompare).
+func columnNumeric(ctx context.Context, conn *sql.Conn, table string) (map[string]bool, error) {
+	rows, err := conn.QueryContext(ctx, `SELECT name, upper(type) FROM pragma_table_info(?, 'main')`, table)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rows.Close()
 	numeric := map[string]bool{}
 	for rows.Next() {
 		var n, typ string
 		if err := rows.Scan(&n, &typ); err != nil {
-			return err
+			return nil, err
 		}
 		numeric[n] = !strings.Contains(typ, "CHAR") && !strings.Contains(typ, "CLOB") && !strings.Contains(typ, "TEXT")
 	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for i := range pl.aggs {
-		pl.aggs[i].numericCompare = numeric[pl.aggs[i].column]
-	}
-	return nil
+	return numeric, rows.Err()
 }
 
 // uniqueColumn reports whether the schema makes column col of table unique

@@ -32,6 +32,11 @@ type StatementInputs struct {
 	Policy     Policy            `json:"policy"`
 	Columns    map[string]string `json:"columns"` // by lower-case name
 	ScopeDelta float64           `json:"scope_delta"`
+	// Numeric names the aggregated columns whose declared type compares
+	// numerically (no TEXT affinity); UnitUnique says the schema declares
+	// the privacy-unit column unique. Both come from the table's schema.
+	Numeric    map[string]bool `json:"numeric,omitempty"`
+	UnitUnique bool            `json:"unit_unique,omitempty"`
 	// KeyValues are the public keys' values (GROUP BY over public keys),
 	// in the order the plan reads them; nil otherwise. Their Go types
 	// (int64, float64, string, []byte) matter: ship them with a coder that
@@ -68,7 +73,14 @@ func PlanStatement(ctx context.Context, path, scope, query string) (*Statement, 
 	if err != nil {
 		return nil, err
 	}
-	in := StatementInputs{Query: query, Table: pl.table, Policy: pl.policy, Columns: pl.cols, ScopeDelta: b.Delta, KeyValues: pl.keyValues}
+	numeric := map[string]bool{}
+	for _, a := range pl.aggs {
+		if a.numericCompare {
+			numeric[a.column] = true
+		}
+	}
+	in := StatementInputs{Query: query, Table: pl.table, Policy: pl.policy, Columns: pl.cols, ScopeDelta: b.Delta,
+		Numeric: numeric, UnitUnique: pl.unitUnique, KeyValues: pl.keyValues}
 	// The inputs must give the same plan wherever NewStatement runs.
 	s, err := NewStatement(in)
 	if err != nil {
@@ -91,19 +103,16 @@ func NewStatement(in StatementInputs) (*Statement, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pl.keySources != nil {
-		if len(in.KeyValues) != len(pl.keySources) {
-			return nil, fmt.Errorf("protect: the statement groups by %d public keys, its inputs list %d", len(pl.keySources), len(in.KeyValues))
-		}
-		pl.keyValues = in.KeyValues
+	if err := completePlan(pl, in.Numeric, in.UnitUnique, in.KeyValues); err != nil {
+		return nil, err
 	}
 	return &Statement{pl: pl, in: in}, nil
 }
 
 // samePlan compares what two plans charge and release.
 func samePlan(a, b *plan) bool {
-	return fmt.Sprint(a.mech, a.details, a.aggs, a.keys, a.where, a.tau, a.sigmaSel) ==
-		fmt.Sprint(b.mech, b.details, b.aggs, b.keys, b.where, b.tau, b.sigmaSel)
+	return fmt.Sprint(a.mech, a.details, a.aggs, a.keys, a.where, a.tau, a.sigmaSel, a.unitUnique) ==
+		fmt.Sprint(b.mech, b.details, b.aggs, b.keys, b.where, b.tau, b.sigmaSel, b.unitUnique)
 }
 
 // Inputs returns what the plan was made from.

@@ -42,7 +42,11 @@ func TestFixedPointMatchesReference(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			if err := setNumericCompare(t.Context(), conn, pl); err != nil {
+			numeric, err := columnNumeric(t.Context(), conn, pl.table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := completePlan(pl, numeric, false, nil); err != nil {
 				t.Fatal(err)
 			}
 			text := typ == "TEXT" || typ == "VARCHAR(10)"
