@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 
 	"github.com/dpsql/dpsql/sqlfuncs"
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -30,6 +31,15 @@ func Typed(conn *sql.Conn, err error) error {
 		return nil
 	})
 	if typed == nil || errors.Is(err, typed) {
+		return err
+	}
+	// The connection counts statement runs, not statements: one that failed
+	// before it ran (a syntax error, an unknown table) leaves the earlier
+	// statement's refusal in place. The statement's message is the refused
+	// function's own, so one that does not hold it is another statement's
+	// error. (This decides only whether the typed error is err's, never
+	// which code it has.)
+	if !strings.Contains(err.Error(), typed.Error()) {
 		return err
 	}
 	return &crossed{err: err, typed: typed}

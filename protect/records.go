@@ -405,11 +405,17 @@ func VerifyPolicies(ctx context.Context, q accountant.Queryer) (int, error) {
 		return 0, err
 	}
 	n := st.logRows + st.records
-	var has int
-	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM main.sqlite_schema WHERE type = 'table' AND name = 'dp_policy'`).Scan(&has); err != nil {
+	// SQL readers see whatever main.dp_policy names, in any case: a view or
+	// a rebuilt table must not pass unread.
+	var has, other int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE type = 'table'), count(*) FILTER (WHERE type NOT IN ('table', 'trigger')) FROM main.sqlite_schema WHERE name = 'dp_policy' COLLATE NOCASE`).Scan(&has, &other); err != nil {
 		return n, err
 	}
+	if other > 0 {
+		return n, fmt.Errorf("%w: dp_policy is not a table (a view or other object took its name)", accountant.ErrChainBroken)
+	}
 	got := map[string][2]string{}
+	var dup []string
 	if has > 0 {
 		idCol := "ledger_id"
 		if st.records == 0 {
@@ -426,13 +432,16 @@ func VerifyPolicies(ctx context.Context, q accountant.Queryer) (int, error) {
 			if err := rows.Scan(&t, &p, &id); err != nil {
 				return n, err
 			}
+			if _, seen := got[strings.ToLower(t)]; seen {
+				dup = append(dup, strings.ToLower(t)) // one row per table, whatever the case
+			}
 			got[strings.ToLower(t)] = [2]string{t + "\x00" + p, fmt.Sprint(id)}
 		}
 		if err := rows.Err(); err != nil {
 			return n, err
 		}
 	}
-	var bad []string
+	bad := dup
 	for t, e := range st.tables {
 		if got[t] != [2]string{e.name + "\x00" + e.canon, fmt.Sprint(e.id)} {
 			bad = append(bad, t)

@@ -290,9 +290,13 @@ func VerifyAccounts(ctx context.Context, q accountant.Queryer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var has int
-	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'dp_account'`).Scan(&has); err != nil {
+	// SQL readers see whatever main.dp_account names, in any case.
+	var has, other int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE type = 'table'), count(*) FILTER (WHERE type NOT IN ('table', 'trigger')) FROM main.sqlite_schema WHERE name = 'dp_account' COLLATE NOCASE`).Scan(&has, &other); err != nil {
 		return 0, err
+	}
+	if other > 0 {
+		return 0, fmt.Errorf("%w: dp_account is not a table (a view or other object took its name)", ErrAccountTable)
 	}
 	if has == 0 {
 		if len(as) > 0 {
@@ -300,7 +304,7 @@ func VerifyAccounts(ctx context.Context, q accountant.Queryer) (int, error) {
 		}
 		return 0, nil
 	}
-	rows, err := q.QueryContext(ctx, `SELECT name, scope, hasher, salt, hash, added_at, coalesce(revoked_at, ''), ledger_id FROM dp_account`)
+	rows, err := q.QueryContext(ctx, `SELECT name, scope, hasher, salt, hash, added_at, coalesce(revoked_at, ''), ledger_id FROM main.dp_account`)
 	if err != nil {
 		return 0, err
 	}

@@ -15,7 +15,7 @@ import (
 //     engine, charged to the account's scope;
 //   - any other statement must be one SELECT (or WITH ... SELECT, or VALUES)
 //     and must not name a dpsql object (a word, quoted name or string that
-//     starts with "dp_"): an analyst connection may read the ledger, every
+//     starts with "dp_") nor gdp_spend, which charges the scope: an analyst connection may read the ledger, every
 //     scope's budget, the accounts and the policies, but over the service
 //     an analyst sees only their own scope, through GET /v1/budget and GET
 //     /v1/ledger, and spends only through DP statements whose charge the
@@ -61,6 +61,9 @@ func checkStatement(q string) (statementKind, error) {
 			case "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "ATTACH", "DETACH", "PRAGMA", "VACUUM", "REINDEX", "ANALYZE":
 				return 0, refusal("the service runs SELECT statements only: %s is the owner's", strings.ToUpper(t.text))
 			}
+		}
+		if t.kind != tokPunct && strings.EqualFold(t.text, "gdp_spend") {
+			return 0, refusal("gdp_spend charges the scope by hand: over the service, budget is spent only by SELECT WITH DIFFERENTIAL_PRIVACY, whose response reports the charge")
 		}
 		if t.kind != tokPunct && strings.HasPrefix(strings.ToLower(t.text), "dp_") {
 			return 0, refusal("%s is a dpsql object: over the service, budgets and the ledger are shown for your scope only (GET /v1/budget, GET /v1/ledger), and budget is spent only by SELECT WITH DIFFERENTIAL_PRIVACY", abbreviateWord(t.text))

@@ -87,6 +87,10 @@ func (r *vectorRows) add(features, label, opts any) error {
 // avgmix.Data.ChunkRows requires.
 const chunkRows = 4096
 
+// maxFirstChunk is the most float32s (256 MB) reserved for the first chunk
+// before its rows have arrived.
+const maxFirstChunk = 1 << 26
+
 // featureChunks returns the features as chunks of exactly chunkRows rows (the
 // last may hold fewer), without copying.
 func (r *vectorRows) featureChunks() [][]float32 {
@@ -143,7 +147,16 @@ func (r *vectorRows) addRow(features, label, opts any) error {
 	if r.N == 0 {
 		r.D = d
 		// The first chunk, from the arena; AppendVector grew a small one.
-		x = append(r.alloc(chunkRows*d), x...)
+		// Its room for chunkRows rows is reserved only while that stays
+		// modest: one row must not make the process reserve thousands of
+		// times its size (a row of 8 MB asked for 32 GB, which Go cannot
+		// refuse with an error, only abort on). Wider rows grow the chunk
+		// by append, as the rows arrive.
+		room := chunkRows * d
+		if room > maxFirstChunk {
+			room = d
+		}
+		x = append(r.alloc(room), x...)
 	} else if d != r.D {
 		return fmt.Errorf("%s: features of row %d have %d dimensions, earlier rows have %d", r.fn, row, d, r.D)
 	}

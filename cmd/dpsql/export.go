@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -629,6 +630,14 @@ func (t *exportTable) writeNPY(ctx context.Context, tx *sql.Tx, w io.Writer, c *
 // writeNPZ writes every column as COLUMN.npy in an uncompressed zip, the
 // layout of numpy.savez.
 func (t *exportTable) writeNPZ(ctx context.Context, tx *sql.Tx, w io.Writer) error {
+	for _, c := range t.cols {
+		// An entry named like a path out of the archive's directory
+		// ("../x", "/x", "..\\x") would be written there by a careless
+		// unzip; a column's name is whatever the file's owner chose.
+		if !fs.ValidPath(c.name+".npy") || strings.ContainsAny(c.name, `\:`) {
+			return fmt.Errorf("export: column %q of %s cannot name an entry of an .npz (it reads as a path leading out of the archive's directory, or holds \\ or :); export it with --format csv or json, or rename it", c.name, t.name)
+		}
+	}
 	zw := zip.NewWriter(w)
 	for _, c := range t.cols {
 		f, err := zw.CreateHeader(&zip.FileHeader{Name: c.name + ".npy", Method: zip.Store})
