@@ -246,7 +246,7 @@ func TestAggregatePipeline(t *testing.T) {
 }
 
 // TestAggregateOnePersonPartitions: each of 2,000 wards holds one person's
-// one visit, at a scope delta of 0.5 so that delta_s = 0.005 is large; each
+// one visit, at a scope delta of 0.5 and OPTIONS selection_delta = 0.005, large; each
 // such ward is released with probability at most delta_s / max_groups
 // (the threshold's design), so over 2 jobs (4,000 trials) about 10 are
 // released and never more than the binomial tail allows. Without partition
@@ -259,7 +259,7 @@ func TestAggregateOnePersonPartitions(t *testing.T) {
 	for j := range jobs {
 		into := fmt.Sprintf("rel%d", j)
 		code, _, errs := run(t, nil, "aggregate", "--db", path, "--into", into,
-			"--query", `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) ward, COUNT(*) AS n FROM visits GROUP BY ward`)
+			"--query", `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1, selection_delta = 0.005) ward, COUNT(*) AS n FROM visits GROUP BY ward`)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errs)
 		}
@@ -275,7 +275,7 @@ func TestAggregateOnePersonPartitions(t *testing.T) {
 		deltaS = statementParts(t, params)["selection"]["delta"].(float64)
 	}
 	if deltaS != 0.005 {
-		t.Fatalf("delta_s %v, want 0.01 x 0.5", deltaS)
+		t.Fatalf("delta_s %v, want the statement's selection_delta 0.005", deltaS)
 	}
 	trials := float64(singles * jobs)
 	p := deltaS / 2 // max_groups = 2
