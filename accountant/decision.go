@@ -122,10 +122,7 @@ func certifiedEpsilonBracket(comp Composition, delta, tv float64) (float64, erro
 	if err != nil {
 		return 0, err
 	}
-	h := func(eps float64) (float64, error) {
-		d, err := comp.Delta(eps)
-		return d + (1+math.Exp(eps))*tv*(1+4*rigULP) - delta, err
-	}
+	h := certifiedGap(comp, delta, tv)
 	e := func(d float64) (float64, error) { // the tv = 0 epsilon at d
 		switch {
 		case !(d > 0 && d < 1):
@@ -177,6 +174,22 @@ func certifiedEpsilonBracket(comp Composition, delta, tv float64) (float64, erro
 	if math.IsNaN(hi) {
 		return certifiedEpsilonSearch(comp, delta, tv)
 	}
+	return bisectRoot(h, lo, hi)
+}
+
+// certifiedGap returns h(eps) = comp.Delta(eps) + (1 + e^eps) tv (1 + 4u) -
+// delta: comp released by samplers within tv of their laws is (eps,
+// delta)-DP where h(eps) <= 0.
+func certifiedGap(comp Composition, delta, tv float64) func(float64) (float64, error) {
+	return func(eps float64) (float64, error) {
+		d, err := comp.Delta(eps)
+		return d + (1+math.Exp(eps))*tv*(1+4*rigULP) - delta, err
+	}
+}
+
+// bisectRoot narrows h(lo) > 0 >= h(hi) to within 1e-12 (1 + hi) and returns
+// the upper end, where h <= 0 was evaluated (the safe side).
+func bisectRoot(h func(float64) (float64, error), lo, hi float64) (float64, error) {
 	for hi-lo > 1e-12*(1+hi) {
 		mid := lo + (hi-lo)/2
 		hm, err := h(mid)
@@ -199,10 +212,7 @@ func certifiedEpsilonSearch(comp Composition, delta, tv float64) (float64, error
 	if err != nil {
 		return 0, err
 	}
-	h := func(eps float64) (float64, error) {
-		d, err := comp.Delta(eps)
-		return d + (1+math.Exp(eps))*tv*(1+4*rigULP) - delta, err
-	}
+	h := certifiedGap(comp, delta, tv)
 	top := math.Log(delta/tv - 1) // beyond it the samplers' term alone exceeds delta
 	if !(top > 0) {
 		return math.Inf(1), nil
@@ -239,19 +249,7 @@ func certifiedEpsilonSearch(comp Composition, delta, tv float64) (float64, error
 		return 0, nil
 	}
 	lo, hi = 0, m
-	for hi-lo > 1e-12*(1+hi) {
-		mid := lo + (hi-lo)/2
-		hm, err := h(mid)
-		if err != nil {
-			return 0, err
-		}
-		if hm <= 0 {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
+	return bisectRoot(h, lo, hi)
 }
 
 // decide returns the figures of scope b after m, whose sampler is within tv
