@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -56,31 +55,10 @@ func (m *Main) runAggregate(ctx context.Context, args []string) int {
 	fs.IntVar(&c.parts, "table-parts", 4, "read the table as this many shards (by rowid)")
 	fs.StringVar(&c.staging, "staging", "", "directory under which each job stages its released rows (default a temporary directory beside --db)")
 	fs.IntVar(&c.stagingParts, "staging-parts", 4, "number of staging files")
-	beamFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(m.Stderr, "dpsql-beam aggregate: unexpected argument %q (give the statement with --query)\n", fs.Arg(0))
-		return 2
-	}
-	c.command = "dpsql-beam aggregate " + strings.Join(args, " ")
-	initBeam()
-	sum, err := m.aggregate(ctx, &c)
-	if err != nil {
-		var u usageError
-		fmt.Fprintf(m.Stderr, "dpsql-beam aggregate: %v\n", err)
-		if errors.As(err, &u) {
-			return 2
-		}
-		return 1
-	}
-	b, _ := json.Marshal(sum)
-	fmt.Fprintln(m.Stdout, string(b))
-	return 0
+	return m.runCommand(fs, args, "give the statement with --query", func(command string) (any, error) {
+		c.command = command
+		return m.aggregate(ctx, &c)
+	})
 }
 
 // aggregate checks, plans, charges, runs and imports one DP statement: the

@@ -81,6 +81,18 @@ func (m *Main) runAvgmix(ctx context.Context, args []string) int {
 	fs.StringVar(&c.staging, "staging", "", "directory under which each job stages its noisy rows, readable by the driver and writable by the workers (default a temporary directory beside --db)")
 	fs.IntVar(&c.parts, "staging-parts", 16, "number of staging files")
 	fs.IntVar(&c.combineMB, "combine-mb", pipeline.DefaultCombineBytes>>20, "MiB of per-bundle accumulators per sampling worker (T*(d+K)*8 bytes combine best)")
+	return m.runCommand(fs, args, "all inputs are flags", func(command string) (any, error) {
+		c.command = command
+		return m.avgmix(ctx, &c)
+	})
+}
+
+// runCommand parses a sub-command's flags (with Beam's own), refuses
+// positional arguments (hint says what to give instead), runs it with its
+// command line and prints its summary as JSON. It returns the exit status:
+// 0, 1 for a failed run, 2 for a usage mistake.
+func (m *Main) runCommand(fs *flag.FlagSet, args []string, hint string, run func(command string) (any, error)) int {
+	name := fs.Name()
 	beamFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -89,15 +101,14 @@ func (m *Main) runAvgmix(ctx context.Context, args []string) int {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(m.Stderr, "dpsql-beam avgmix: unexpected argument %q (all inputs are flags)\n", fs.Arg(0))
+		fmt.Fprintf(m.Stderr, "%s: unexpected argument %q (%s)\n", name, fs.Arg(0), hint)
 		return 2
 	}
-	c.command = "dpsql-beam avgmix " + strings.Join(args, " ")
 	initBeam()
-	sum, err := m.avgmix(ctx, &c)
+	sum, err := run(name + " " + strings.Join(args, " "))
 	if err != nil {
 		var u usageError
-		fmt.Fprintf(m.Stderr, "dpsql-beam avgmix: %v\n", err)
+		fmt.Fprintf(m.Stderr, "%s: %v\n", name, err)
 		if errors.As(err, &u) {
 			return 2
 		}
