@@ -49,6 +49,11 @@ func (Driver) Open(dsn string) (driver.Conn, error) {
 		return nil, err
 	}
 	d := &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		api, h, err := handleOf(c)
+		if err != nil {
+			return err
+		}
+		handles.Store(c, hostHandle{api, h})
 		if _, err := sqlfuncs.Register(c, scope); err != nil {
 			return err
 		}
@@ -65,9 +70,12 @@ func (Driver) Open(dsn string) (driver.Conn, error) {
 		ac, err := protect.NewAnalystConn(sc, scope)
 		if err != nil {
 			sqlfuncs.Forget(sc)
+			handles.Delete(sc)
 			sc.Close()
 			return nil, err
 		}
+		// TODO(dp0): the analyst connection's Close should drop its entry
+		// in handles too, once sqlfuncs takes the handle from ext.
 		return ac, nil
 	}
 	return &conn{sc}, nil
@@ -78,6 +86,7 @@ type conn struct{ *sqlite3.SQLiteConn }
 
 func (c *conn) Close() error {
 	ferr := sqlfuncs.Forget(c.SQLiteConn)
+	handles.Delete(c.SQLiteConn)
 	if err := c.SQLiteConn.Close(); err != nil {
 		return err
 	}
