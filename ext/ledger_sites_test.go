@@ -74,8 +74,9 @@ func callsOf(file string) []siteCall {
 	return cs
 }
 
-// writeSitesFixture makes the site calls of file in a fresh file at path.
-func writeSitesFixture(t *testing.T, path, file string) {
+// writeSitesFixture makes the site calls of file in a fresh file at path and
+// returns what each returned to SQL (its first row's first column).
+func writeSitesFixture(t *testing.T, path, file string) []any {
 	owner, err := ext.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +118,7 @@ func writeSitesFixture(t *testing.T, path, file string) {
 	}
 	defer analyst.Close()
 	analyst.SetMaxOpenConns(1)
+	var out []any
 	for _, c := range callsOf(file) {
 		db := owner
 		if c.analyst {
@@ -133,14 +135,29 @@ func writeSitesFixture(t *testing.T, path, file string) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.sql, err)
 		}
+		var first any
 		for rows.Next() {
+			cols, _ := rows.Columns()
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			if first == nil {
+				first = vals[0]
+			}
 		}
+		out = append(out, first)
 		if err := rows.Err(); err != nil {
 			t.Fatalf("%s: %v", c.sql, err)
 		}
 		rows.Close()
 		conn.Close()
 	}
+	return out
 }
 
 // sitesGoldenRow is what the fixture's code computed for one charge row.

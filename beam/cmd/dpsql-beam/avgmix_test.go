@@ -656,7 +656,11 @@ func TestPlanMatchesSQLDefaults(t *testing.T) {
 		if !reflect.DeepEqual(last.mechanism, pr.plan.Mechanism) {
 			t.Errorf("case %d: dp_avgmix charged %+v, the driver plans %+v", i, last.mechanism, pr.plan.Mechanism)
 		}
-		for k, v := range pr.details {
+		rec, err := pr.quote.Record()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range rec {
 			if fmt.Sprint(last.params[k]) != fmt.Sprint(v) {
 				t.Errorf("case %d: detail %s is %v in dp_avgmix's row, %v in the driver's", i, k, last.params[k], v)
 			}
