@@ -166,7 +166,7 @@ type avgmixSummary struct {
 	Q                 float64 `json:"q"`
 	Steps             int     `json:"steps"`
 	Sampling          string  `json:"sampling"`
-	Sigma             float64 `json:"sigma"`
+	Sigma             float64 `json:"sigma"` // the charged noise multiplier (the row's sigma_applied is at least it)
 	SigmaX            float64 `json:"sigma_x"`
 	SigmaY            float64 `json:"sigma_y"`
 	MuCLT             float64 `json:"mu_clt"`
@@ -394,14 +394,17 @@ func (m *Main) avgmix(ctx context.Context, c *avgmixConfig) (avgmixSummary, erro
 	}); err != nil {
 		return fail(err)
 	}
-	epsRig := pr.quote.Epsilon
+	// The summary is built from the quote that was charged: its record
+	// (mechanism.Avgmix) and the charged subsampled Gaussian.
+	q := pr.quote
+	r, _ := q.Params.(mechanism.Avgmix)
+	epsRig := q.Epsilon
 	if math.IsInf(epsRig, 0) {
 		epsRig = -1
 	}
-	pl := pr.plan
 	return avgmixSummary{
-		Into: c.into, Rows: pl.T, N: c.n, D: d, K: k, M: pl.M, Q: pl.Q, Steps: pl.Steps, Sampling: pl.Sampling,
-		Sigma: pl.Sigma, SigmaX: pl.SigmaX, SigmaY: pl.SigmaY, MuCLT: pl.CLTMu, EpsilonRigorous: epsRig, Delta: st.Delta,
+		Into: r.Into, Rows: r.T, N: r.N, D: r.D, K: r.K, M: r.M, Q: q.Mechanism.Q, Steps: q.Mechanism.Steps, Sampling: r.Sampling,
+		Sigma: q.Mechanism.Sigma, SigmaX: r.SigmaX, SigmaY: r.SigmaY, MuCLT: r.MuCLT, EpsilonRigorous: epsRig, Delta: q.Delta,
 		LedgerID: rec.ID, Scope: rec.Scope, ScopeEpsilonSpent: rec.Epsilon, Job: job, Runner: runner,
 		Seconds: time.Since(start).Seconds(), PipelineSeconds: pipeSecs,
 	}, nil
