@@ -44,7 +44,7 @@ func TestFixtureRowsDecodeIntoRecords(t *testing.T) {
 	seen := map[string]bool{}
 	for _, file := range sitesFiles {
 		calls := callsOf(file)
-		_, rows := sitesFiguresOf(t, copyFile(t, filepath.Join(filepath.Dir(sitesGolden), file)), file)
+		_, rows := sitesFiguresOf(t, copyFile(t, filepath.Join(filepath.Dir(sitesGolden), file)), file, false)
 		for i, r := range rows {
 			recordOf(t, r, calls[i].release)
 			seen[calls[i].release] = true
@@ -114,7 +114,7 @@ func TestSitesWriteTheirRecords(t *testing.T) {
 	for _, file := range sitesFiles {
 		path := filepath.Join(t.TempDir(), file)
 		out := writeSitesFixture(t, path, file)
-		got, rows := sitesFiguresOf(t, path, file)
+		got, rows := sitesFiguresOf(t, path, file, false)
 		old := golden[file]
 		for i, r := range rows {
 			c, k := callsOf(file)[i], idx+i
