@@ -17,8 +17,11 @@ import (
 type Charge struct {
 	Scope     string
 	Mechanism Mechanism
-	Details   map[string]any // recorded in params beside the mechanism (n, d, chosen features, ...)
-	Query     string         // the SQL text that made the charge
+	// Details is the release's params record (a struct of package
+	// mechanism, such as mechanism.Gaussian; nil for none), recorded in the
+	// row's params beside the mechanism. It must encode as a JSON object.
+	Details any
+	Query   string // the SQL text that made the charge
 	// Quote, if set, is what is charged: its mechanism (Mechanism must then
 	// be unset or equal), its record (params record, noise_tv, quoted
 	// figures) beside Details, and it must have been priced at the scope's
@@ -87,9 +90,12 @@ func (e *BudgetError) Unwrap() error { return ErrBudget }
 // budget and the scope's spend come from the hash chain, accounted by this
 // process (see state.go); a version-0 file is upgraded first.
 func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) (map[string]any, error)) (Receipt, error) {
+	details, err := mechanism.Fields(c.Details)
+	if err != nil {
+		return Receipt{}, err
+	}
 	if c.Quote != nil {
-		var err error
-		if c, err = withQuote(c); err != nil {
+		if c, details, err = withQuote(c, details); err != nil {
 			return Receipt{}, err
 		}
 	}
@@ -122,7 +128,7 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 	if err != nil {
 		return Receipt{}, err
 	}
-	tv, err := noiseTVOf(c.Details)
+	tv, err := noiseTVOf(details)
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -141,7 +147,7 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 		return Receipt{}, err
 	}
 	params := map[string]any{}
-	for k, v := range c.Details {
+	for k, v := range details {
 		params[k] = v
 	}
 	if release != nil {
@@ -187,25 +193,22 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 		Epsilon: st.epsilon, Delta: st.budget.Delta, Rigorous: st.rigorous, Params: params}, nil
 }
 
-// withQuote returns c with its quote's mechanism and record in place.
-func withQuote(c Charge) (Charge, error) {
+// withQuote returns c with its quote's mechanism in place, and details with
+// the quote's record (which wins over details of the same name).
+func withQuote(c Charge, details map[string]any) (Charge, map[string]any, error) {
 	q := c.Quote
 	if c.Mechanism.Kind != "" && !reflect.DeepEqual(c.Mechanism, q.Mechanism) {
-		return c, errors.New("the charge names another mechanism than its quote; charge exactly the quote")
+		return c, nil, errors.New("the charge names another mechanism than its quote; charge exactly the quote")
 	}
 	rec, err := q.Record()
 	if err != nil {
-		return c, err
+		return c, nil, err
 	}
-	details := make(map[string]any, len(rec)+len(c.Details))
-	for k, v := range c.Details {
+	for k, v := range rec {
 		details[k] = v
 	}
-	for k, v := range rec { // the quote's figures win
-		details[k] = v
-	}
-	c.Mechanism, c.Details = q.Mechanism, details
-	return c, nil
+	c.Mechanism = q.Mechanism
+	return c, details, nil
 }
 
 // noiseTVOf returns the sampler's total-variation bound recorded in a

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // The samplers' recorded error (noise_tv) is paid from delta: the old code
@@ -17,14 +19,14 @@ func TestNoiseTVIsPaidFromDelta(t *testing.T) {
 	// is only (epsilon, delta' + (1 + e^epsilon) 1e-7)-DP, and at
 	// any epsilon up to the budget's 4.38 that term, up to 4e-5, leaves too
 	// little of delta = 1e-5.
-	c := Charge{Scope: "default", Mechanism: Mechanism{Kind: KindGaussian, Mu: 0.9}, Details: map[string]any{"noise_tv": 5e-7}}
+	c := Charge{Scope: "default", Mechanism: Mechanism{Kind: KindGaussian, Mu: 0.9}, Details: mechanism.Gaussian{Dim: 1, NoiseTV: 5e-7}}
 	_, err := l.Charge(ctx, c, nil)
 	var be *BudgetError
 	if !errors.As(err, &be) || be.NoiseTV != 5e-7 || !strings.Contains(err.Error(), "noise_tv") {
 		t.Fatalf("charge whose sampler error takes delta: %v", err)
 	}
 	// A negligible sampler error changes nothing.
-	c.Details["noise_tv"] = 1e-14
+	c.Details = mechanism.Gaussian{Dim: 1, NoiseTV: 1e-14}
 	r, err := l.Charge(ctx, c, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -41,9 +43,14 @@ func TestNoiseTVIsPaidFromDelta(t *testing.T) {
 	if r.Rigorous || st.EpsilonRigorous.Valid {
 		t.Errorf("a Gaussian-only scope reports a rigorous figure: %+v %+v", r, st)
 	}
+	// An embedder's record may hold anything: a bad noise_tv is refused.
 	for _, bad := range []any{-1.0, math.Inf(1), "small"} {
-		c.Details["noise_tv"] = bad
-		if _, err := l.Charge(ctx, c, nil); err == nil || !strings.Contains(err.Error(), "noise_tv") {
+		c.Details = map[string]any{"noise_tv": bad}
+		want := "noise_tv"
+		if _, ok := bad.(float64); ok && math.IsInf(bad.(float64), 0) {
+			want = "infinite" // JSON has no infinity: the record cannot be encoded
+		}
+		if _, err := l.Charge(ctx, c, nil); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("noise_tv %v: %v", bad, err)
 		}
 	}

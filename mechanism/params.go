@@ -83,3 +83,115 @@ type SelectTopmComponent struct {
 	Part         string  `json:"part"`
 	MuReplaceOne float64 `json:"mu_replace_one"`
 }
+
+// SelectTopmChoice is what a dp_select_topm release adds to its row once the
+// features are chosen (inside the charge's transaction): the same keys as
+// SelectTopm's Indices and Scores.
+type SelectTopmChoice struct {
+	Indices []int     `json:"indices"` // the features chosen, in the order released
+	Scores  []float64 `json:"scores"`  // their noisy scores
+}
+
+// Gaussian is the params record of dp_gaussian (scalar or vector; mu form,
+// or the (epsilon, delta) form that converts to mu by the exact
+// analytic-Gaussian relation).
+type Gaussian struct {
+	Dim              int     `json:"dim"`                         // coordinates noised: 1 for a number, d for a vector
+	Grid             float64 `json:"grid"`                        // the sampler's grid step (a power of two)
+	NoiseTV          float64 `json:"noise_tv"`                    // the sampler's total-variation bound over Dim draws, paid from delta
+	EpsilonRequested float64 `json:"epsilon_requested,omitempty"` // the (epsilon, delta) form's epsilon
+	DeltaRequested   float64 `json:"delta_requested,omitempty"`   // and its delta
+}
+
+// VecSum is the params record of dp_vec_sum: a Gaussian on the clipped sum.
+type VecSum struct {
+	Dim            int     `json:"dim"`              // vector dimension
+	Grid           float64 `json:"grid"`             // the sampler's grid step
+	NoiseTV        float64 `json:"noise_tv"`         // the sampler's total-variation bound over Dim draws
+	Clip           float64 `json:"clip"`             // each row's L2 norm bound (the sensitivity)
+	FixedPointStep float64 `json:"fixed_point_step"` // the exact fixed-point sum's unit (a power of two)
+}
+
+// External is the params record of gdp_spend: a spend made outside dpsql.
+type External struct {
+	Note string `json:"note,omitempty"` // the caller's note
+}
+
+// Laplace is the params record of dp_laplace and dp_tlaplace: rounded
+// (truncated) Laplace noise, charged at sensitivity_requested + grid.
+type Laplace struct {
+	Grid                 float64 `json:"grid"`                      // the sampler's grid step
+	SensitivityRequested float64 `json:"sensitivity_requested"`     // the caller's sensitivity (the mechanism's is it plus grid)
+	DeltaRequested       float64 `json:"delta_requested,omitempty"` // dp_tlaplace: the caller's delta
+}
+
+// OptNoise is the params record of dp_optnoise: optimised piecewise-uniform
+// grid noise.
+type OptNoise struct {
+	Grid                 float64 `json:"grid"`                  // the sampler's grid step
+	SensitivityRequested float64 `json:"sensitivity_requested"` // the caller's sensitivity
+	DeltaRequested       float64 `json:"delta_requested"`       // the caller's delta
+	Loss                 string  `json:"loss"`                  // "l1" or "l2": what the law was optimised for
+	Intervals            int     `json:"intervals"`             // number of uniform intervals
+	IntervalWidth        float64 `json:"interval_width"`        // their width, in the query's units
+}
+
+// Protected is the params record of a protected-mode statement (package
+// protect; also what dpsql-beam's aggregate records): one charge for the
+// whole statement.
+type Protected struct {
+	Table            string            `json:"protected_table"`
+	PrivacyUnit      string            `json:"privacy_unit"` // "" when each row is a person
+	MaxGroups        int               `json:"max_groups"`   // groups one person may touch
+	MaxRows          int               `json:"max_rows"`     // rows one person may hold per group
+	PublicKeys       map[string]string `json:"public_keys,omitempty"`
+	Parts            []ProtectedPart   `json:"statement_parts"`
+	NoiseTV          float64           `json:"noise_tv_per_value"` // the Gaussian sampler's bound per value drawn
+	NoiseTVValues    float64           `json:"noise_tv_values"`    // a public bound on the values the Gaussian sampler draws
+	NoiseTVTotal     float64           `json:"noise_tv"`           // NoiseTVValues * NoiseTV, paid from delta by the accountant
+	Noise            string            `json:"noise"`              // the aggregates' noise: gaussian or laplace
+	EpsilonRequested float64           `json:"epsilon_requested,omitempty"`
+	DeltaRequested   float64           `json:"delta_requested,omitempty"`
+}
+
+// ProtectedPart is one part of a protected statement's budget: the partition
+// selection or one aggregate, with its share of mu, its noise and its L2
+// sensitivity; or, under noise = 'laplace', an aggregate's Laplace scales,
+// epsilons and L1 sensitivities (each as charged: sensitivity + grid).
+type ProtectedPart struct {
+	Part               string    `json:"part"` // selection, count, sum, avg, var_pop, stddev_pop, median
+	Column             string    `json:"column,omitempty"`
+	Mu                 float64   `json:"mu,omitempty"`
+	Sigma              float64   `json:"sigma,omitempty"`
+	Sensitivity        float64   `json:"sensitivity"`
+	Scale              float64   `json:"scale,omitempty"`   // laplace
+	Epsilon            float64   `json:"epsilon,omitempty"` // laplace: Sensitivity/Scale
+	ScaleCount         float64   `json:"scale_count,omitempty"`
+	EpsilonCount       float64   `json:"epsilon_count,omitempty"`
+	ScaleSquares       float64   `json:"scale_squares,omitempty"`
+	EpsilonSquares     float64   `json:"epsilon_squares,omitempty"`
+	Delta              float64   `json:"delta,omitempty"`     // selection: delta_s
+	Threshold          float64   `json:"threshold,omitempty"` // selection: tau
+	Bounds             []float64 `json:"bounds,omitempty"`
+	Quantum            float64   `json:"quantum,omitempty"`
+	Buckets            int       `json:"buckets,omitempty"` // median: the histogram's buckets
+	SigmaCount         float64   `json:"sigma_count,omitempty"`
+	SensitivityCount   float64   `json:"sensitivity_count,omitempty"`
+	SigmaSquares       float64   `json:"sigma_squares,omitempty"`
+	SensitivitySquares float64   `json:"sensitivity_squares,omitempty"`
+	QuantumSquares     float64   `json:"quantum_squares,omitempty"`
+}
+
+// BeamRun is what dpsql-beam adds to the record of a release it runs.
+type BeamRun struct {
+	Engine string `json:"engine"` // always "beam"
+	Job    string `json:"job"`    // the job id its outcome record names
+	Runner string `json:"runner"` // the Beam runner
+}
+
+// BeamAggregate is the params record of dpsql-beam's aggregate: the
+// protected statement's record and the run's.
+type BeamAggregate struct {
+	Protected
+	BeamRun
+}

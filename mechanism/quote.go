@@ -1,7 +1,6 @@
 package mechanism
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -64,15 +63,9 @@ const (
 // fields: the params record's fields, noise_tv (when positive), and the
 // quoted epsilon and delta.
 func (q Quote) Record() (map[string]any, error) {
-	out := map[string]any{}
-	if q.Params != nil {
-		b, err := json.Marshal(q.Params)
-		if err != nil {
-			return nil, fmt.Errorf("quote: encoding the params record: %w", err)
-		}
-		if err := json.Unmarshal(b, &out); err != nil {
-			return nil, fmt.Errorf("quote: the params record %T is not a JSON object: %w", q.Params, err)
-		}
+	out, err := Fields(q.Params)
+	if err != nil {
+		return nil, fmt.Errorf("quote: %w", err)
 	}
 	if q.NoiseTV > 0 {
 		out[KeyNoiseTV] = q.NoiseTV

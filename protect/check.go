@@ -1,13 +1,13 @@
 package protect
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/protect/dpselect"
 	"github.com/dpsql/dpsql/release"
 )
@@ -109,7 +109,7 @@ type plan struct {
 	// partition selection (GROUP BY only)
 	selMu, sigmaSel, tau, deltaS float64
 	mech                         accountant.Mechanism
-	details                      map[string]any
+	details                      StatementDetails
 	// laplace: the aggregates get rounded Laplace noise (OPTIONS noise =
 	// 'laplace'), calibrated by L1 sensitivity; the selection stays Gaussian.
 	laplace bool
@@ -505,7 +505,7 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	}
 	sd.NoiseTVValues = pl.gaussianValues(groups)
 	sd.NoiseTVTotal = sd.NoiseTVValues * release.NoiseTV
-	pl.details = sd.fields()
+	pl.details = sd
 	return pl, nil
 }
 
@@ -546,57 +546,15 @@ func (pl *plan) gaussianValues(groups float64) float64 {
 }
 
 // StatementDetails is what a protected-mode charge records in its ledger
-// row's params, beside the mechanism.
-type StatementDetails struct {
-	Table            string            `json:"protected_table"`
-	PrivacyUnit      string            `json:"privacy_unit"` // "" when each row is a person
-	MaxGroups        int               `json:"max_groups"`
-	MaxRows          int               `json:"max_rows"`
-	PublicKeys       map[string]string `json:"public_keys,omitempty"`
-	Parts            []Part            `json:"statement_parts"`
-	NoiseTV          float64           `json:"noise_tv_per_value"` // release.NoiseTV, per value the Gaussian sampler draws
-	NoiseTVValues    float64           `json:"noise_tv_values"`    // a public bound on the values the Gaussian sampler draws
-	NoiseTVTotal     float64           `json:"noise_tv"`           // NoiseTVValues * NoiseTV, paid from delta by the accountant
-	Noise            string            `json:"noise"`              // the aggregates' noise: gaussian or laplace
-	EpsilonRequested float64           `json:"epsilon_requested,omitempty"`
-	DeltaRequested   float64           `json:"delta_requested,omitempty"`
-}
+// row's params, beside the mechanism: the params record mechanism.Protected.
+type StatementDetails = mechanism.Protected
 
-// Part is one part of a statement's budget: the partition selection or one
-// aggregate, with its share of mu, its noise and its L2 sensitivity; or,
-// under noise = 'laplace', an aggregate's Laplace scales, epsilons and L1
-// sensitivities (each as charged: S + g of release.LaplaceFor).
-type Part struct {
-	Part               string    `json:"part"` // selection, count, sum, avg, var_pop, stddev_pop
-	Column             string    `json:"column,omitempty"`
-	Mu                 float64   `json:"mu,omitempty"`
-	Sigma              float64   `json:"sigma,omitempty"`
-	Sensitivity        float64   `json:"sensitivity"`
-	Scale              float64   `json:"scale,omitempty"`   // laplace
-	Epsilon            float64   `json:"epsilon,omitempty"` // laplace: Sensitivity/Scale
-	ScaleCount         float64   `json:"scale_count,omitempty"`
-	EpsilonCount       float64   `json:"epsilon_count,omitempty"`
-	ScaleSquares       float64   `json:"scale_squares,omitempty"`
-	EpsilonSquares     float64   `json:"epsilon_squares,omitempty"`
-	Delta              float64   `json:"delta,omitempty"`     // selection: delta_s
-	Threshold          float64   `json:"threshold,omitempty"` // selection: tau
-	Bounds             []float64 `json:"bounds,omitempty"`
-	Quantum            float64   `json:"quantum,omitempty"`
-	Buckets            int       `json:"buckets,omitempty"` // median: the histogram's buckets
-	SigmaCount         float64   `json:"sigma_count,omitempty"`
-	SensitivityCount   float64   `json:"sensitivity_count,omitempty"`
-	SigmaSquares       float64   `json:"sigma_squares,omitempty"`
-	SensitivitySquares float64   `json:"sensitivity_squares,omitempty"`
-	QuantumSquares     float64   `json:"quantum_squares,omitempty"`
-}
-
-// fields returns the details as the ledger's Charge.Details map.
-func (d StatementDetails) fields() map[string]any {
-	b, _ := json.Marshal(d)
-	var f map[string]any
-	_ = json.Unmarshal(b, &f)
-	return f
-}
+// Part is one part of a statement's budget (mechanism.ProtectedPart): the
+// partition selection or one aggregate, with its share of mu, its noise and
+// its L2 sensitivity; or, under noise = 'laplace', an aggregate's Laplace
+// scales, epsilons and L1 sensitivities (each as charged: S + g of
+// release.LaplaceFor).
+type Part = mechanism.ProtectedPart
 
 func safeList() string {
 	var b []string

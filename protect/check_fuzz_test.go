@@ -31,8 +31,8 @@ func FuzzCheck(f *testing.F) {
 				_ = rewriteHistogram(pl, a)
 			}
 		}
-		if tv, ok := pl.details["noise_tv"].(float64); !ok || !(tv >= 0) || tv > 1e-9 {
-			t.Fatalf("noise_tv %v", pl.details["noise_tv"])
+		if tv := pl.details.NoiseTVTotal; !(tv >= 0) || tv > 1e-9 {
+			t.Fatalf("noise_tv %v", tv)
 		}
 		if pl.deltaS < 0 || pl.deltaS >= 1 {
 			t.Fatalf("delta_s %v", pl.deltaS)

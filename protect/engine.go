@@ -221,8 +221,8 @@ func completePlan(pl *plan, numeric map[string]bool, unitUnique bool, keyValues 
 		}
 	}
 	pl.keyValues = keyValues
-	pl.details["noise_tv_values"] = pl.gaussianValues(float64(combos))
-	pl.details["noise_tv"] = pl.gaussianValues(float64(combos)) * release.NoiseTV
+	pl.details.NoiseTVValues = pl.gaussianValues(float64(combos))
+	pl.details.NoiseTVTotal = pl.details.NoiseTVValues * release.NoiseTV
 	return nil
 }
 

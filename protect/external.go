@@ -3,6 +3,8 @@ package protect
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/dpsql/dpsql/accountant"
@@ -121,11 +123,16 @@ func (s *Statement) Inputs() StatementInputs { return s.in }
 // Mechanism is what the statement charges, exactly as [Engine.Query] charges it.
 func (s *Statement) Mechanism() accountant.Mechanism { return s.pl.mech }
 
-// Details are the ledger details [Engine.Query] records with the charge (a copy).
-func (s *Statement) Details() map[string]any {
-	d := make(map[string]any, len(s.pl.details))
-	for k, v := range s.pl.details {
-		d[k] = v
+// Details are the params record [Engine.Query] records with the charge (a
+// copy).
+func (s *Statement) Details() StatementDetails {
+	d := s.pl.details
+	if d.PublicKeys != nil {
+		d.PublicKeys = maps.Clone(d.PublicKeys)
+	}
+	d.Parts = slices.Clone(d.Parts)
+	for i := range d.Parts {
+		d.Parts[i].Bounds = slices.Clone(d.Parts[i].Bounds)
 	}
 	return d
 }

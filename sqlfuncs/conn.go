@@ -91,7 +91,7 @@ func (c *Conn) ledger() (*accountant.Ledger, error) {
 // release, if not nil, runs inside the charge's transaction. It refuses to run
 // inside a writing statement or an explicit transaction, where the charge could
 // not commit first.
-func (c *Conn) Charge(fn string, m accountant.Mechanism, details map[string]any, release func(tx *sql.Tx) (map[string]any, error)) (accountant.Receipt, error) {
+func (c *Conn) Charge(fn string, m accountant.Mechanism, details any, release func(tx *sql.Tx) (map[string]any, error)) (accountant.Receipt, error) {
 	return c.charge(fn, accountant.Charge{Mechanism: m, Details: details}, release)
 }
 

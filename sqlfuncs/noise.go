@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 )
 
@@ -53,7 +54,7 @@ func (c *Conn) dpLaplace(args ...any) (any, error) {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
 	m := accountant.Mechanism{Kind: accountant.KindLaplace, Epsilon: eps, Sensitivity: l.Sensitivity, Sigma: l.Scale}
-	return c.chargeLaplace(fn, x, l, m, map[string]any{"grid": l.Grid, "sensitivity_requested": sens})
+	return c.chargeLaplace(fn, x, l, m, mechanism.Laplace{Grid: l.Grid, SensitivityRequested: sens})
 }
 
 // dpTLaplace implements dp_tlaplace(x, sensitivity, epsilon, delta): x plus
@@ -74,11 +75,11 @@ func (c *Conn) dpTLaplace(args ...any) (any, error) {
 	}
 	m := accountant.Mechanism{Kind: accountant.KindTruncatedLaplace, Epsilon: eps, Delta: l.Delta,
 		Sensitivity: l.Sensitivity, Sigma: l.Scale, Support: l.Support}
-	return c.chargeLaplace(fn, x, l, m, map[string]any{"grid": l.Grid, "sensitivity_requested": sens, "delta_requested": delta})
+	return c.chargeLaplace(fn, x, l, m, mechanism.Laplace{Grid: l.Grid, SensitivityRequested: sens, DeltaRequested: delta})
 }
 
-func (c *Conn) chargeLaplace(fn string, x float64, l release.LaplaceGrid, m accountant.Mechanism, details map[string]any) (any, error) {
-	if _, err := c.Charge(fn, m, details, nil); err != nil {
+func (c *Conn) chargeLaplace(fn string, x float64, l release.LaplaceGrid, m accountant.Mechanism, rec mechanism.Laplace) (any, error) {
+	if _, err := c.Charge(fn, m, rec, nil); err != nil {
 		return nil, err
 	}
 	y := c.noise.AddLaplace(x, l)

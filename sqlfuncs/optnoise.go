@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 	"github.com/dpsql/dpsql/release/optnoise"
 )
@@ -87,8 +88,8 @@ func (c *Conn) dpOptNoise(args ...any) (any, error) {
 	ws, sha := accountant.EncodeGridWeights(w)
 	m := accountant.Mechanism{Kind: accountant.KindOptNoise, Epsilon: eps, Delta: d, Sensitivity: g.Scale,
 		Weights: ws, WeightsSHA256: sha, Shifts: p.PerUnit}
-	details := map[string]any{"grid": g.Grid, "sensitivity_requested": sens, "delta_requested": delta,
-		"loss": string(loss), "intervals": len(w), "interval_width": float64(g.Width) * g.Grid}
+	rec := mechanism.OptNoise{Grid: g.Grid, SensitivityRequested: sens, DeltaRequested: delta,
+		Loss: string(loss), Intervals: len(w), IntervalWidth: float64(g.Width) * g.Grid}
 	var store func(tx *sql.Tx) (map[string]any, error)
 	if fresh {
 		store = func(tx *sql.Tx) (map[string]any, error) {
@@ -102,7 +103,7 @@ func (c *Conn) dpOptNoise(args ...any) (any, error) {
 			return nil, nil
 		}
 	}
-	if _, err := c.Charge(fn, m, details, store); err != nil {
+	if _, err := c.Charge(fn, m, rec, store); err != nil {
 		return nil, err
 	}
 	y := c.noise.AddGridNoise(x, g)

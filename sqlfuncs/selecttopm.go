@@ -352,7 +352,7 @@ func (c *Conn) selectTopm(in *topmInput, o selectTopmOptions, start time.Time) (
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"indices": sel.Indices, "scores": sel.Scores}, nil
+		return mechanism.Fields(mechanism.SelectTopmChoice{Indices: sel.Indices, Scores: sel.Scores})
 	})
 	if err != nil {
 		return "", err

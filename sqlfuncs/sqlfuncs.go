@@ -43,6 +43,7 @@ import (
 	"strings"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
@@ -387,15 +388,13 @@ func (c *Conn) gdpSpend(args ...any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	details := map[string]any{}
+	var rec mechanism.External
 	if len(args) == 2 {
-		note, err := text(fn, "note", args[1])
-		if err != nil {
+		if rec.Note, err = text(fn, "note", args[1]); err != nil {
 			return nil, err
 		}
-		details["note"] = note
 	}
-	r, err := c.Charge(fn, accountant.Mechanism{Kind: accountant.KindExternal, Mu: mu}, details, nil)
+	r, err := c.Charge(fn, accountant.Mechanism{Kind: accountant.KindExternal, Mu: mu}, rec, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -453,7 +452,7 @@ func (c *Conn) dpGaussian(args ...any) (any, error) {
 		return nil, err
 	}
 	var mu float64
-	details := map[string]any{}
+	var rec mechanism.Gaussian
 	if len(args) == 3 {
 		if mu, err = positive(fn, "mu", args[2]); err != nil {
 			return nil, err
@@ -470,18 +469,16 @@ func (c *Conn) dpGaussian(args ...any) (any, error) {
 		if mu, err = accountant.Mu(eps, d); err != nil {
 			return nil, fmt.Errorf("%s: %w", fn, err)
 		}
-		details["epsilon_requested"], details["delta_requested"] = eps, d
+		rec.EpsilonRequested, rec.DeltaRequested = eps, d
 	}
 	dim := len(scalar) + len(vec)
 	sigma, err := release.GaussianSigma(sens, mu, dim)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
-	details["dim"] = dim
-	details["grid"] = release.Grid(sigma)
-	details["noise_tv"] = release.NoiseTVOf(dim)
+	rec.Dim, rec.Grid, rec.NoiseTV = dim, release.Grid(sigma), release.NoiseTVOf(dim)
 	m := accountant.Mechanism{Kind: accountant.KindGaussian, Mu: mu, Sensitivity: sens, Sigma: sigma}
-	if _, err := c.Charge(fn, m, details, nil); err != nil {
+	if _, err := c.Charge(fn, m, rec, nil); err != nil {
 		return nil, err
 	}
 	if vec != nil {

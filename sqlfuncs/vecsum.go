@@ -6,6 +6,7 @@ import (
 	"math/big"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 )
 
@@ -216,12 +217,10 @@ func (a *vecSumAgg) Done() (out []byte, err error) {
 	if err != nil {
 		return nil, mechanismError(fn, err)
 	}
-	details := map[string]any{
-		"dim": a.dim, "grid": release.Grid(sigma), "noise_tv": release.NoiseTVOf(a.dim),
-		"clip": a.clip, "fixed_point_step": a.unit,
-	}
+	rec := mechanism.VecSum{Dim: a.dim, Grid: release.Grid(sigma), NoiseTV: release.NoiseTVOf(a.dim),
+		Clip: a.clip, FixedPointStep: a.unit}
 	m := accountant.Mechanism{Kind: accountant.KindGaussian, Mu: a.mu, Sensitivity: a.clip, Sigma: sigma}
-	if _, err := a.c.Charge(fn, m, details, nil); err != nil {
+	if _, err := a.c.Charge(fn, m, rec, nil); err != nil {
 		return nil, err
 	}
 	y := make([]float64, a.dim)

@@ -19,6 +19,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/protect"
 	"github.com/dpsql/dpsql/release"
 )
@@ -68,7 +69,13 @@ func NewJob(s *protect.Statement) (Job, error) {
 }
 
 func chargedJSON(s *protect.Statement) ([]byte, error) {
-	return json.Marshal([]any{s.Mechanism(), s.Details()})
+	// The record as the ledger row's fields (sorted keys), as jobs written
+	// before the record was typed hold it.
+	d, err := mechanism.Fields(s.Details())
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal([]any{s.Mechanism(), d})
 }
 
 // Statement rebuilds the statement and checks that it charges exactly what

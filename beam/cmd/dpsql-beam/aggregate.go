@@ -17,6 +17,7 @@ import (
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/beam/pipeline"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/protect"
 	"github.com/dpsql/dpsql/protect/dpselect"
 	"github.com/dpsql/dpsql/sqlfuncs"
@@ -121,8 +122,7 @@ func (m *Main) aggregate(ctx context.Context, c *aggregateConfig) (aggregateSumm
 	if err != nil {
 		return sum, err
 	}
-	details := st.Details()
-	details["engine"], details["job"], details["runner"] = "beam", job, runner
+	details := mechanism.BeamAggregate{Protected: st.Details(), BeamRun: mechanism.BeamRun{Engine: "beam", Job: job, Runner: runner}}
 	rec, err := l.Charge(ctx, accountant.Charge{Scope: c.scope, Mechanism: st.Mechanism(), Details: details, Query: c.query}, nil)
 	if err != nil {
 		return sum, err

@@ -22,6 +22,7 @@ import (
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/beam/pipeline"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 	"github.com/dpsql/dpsql/release/avgmix"
 	"github.com/dpsql/dpsql/sqlfuncs"
@@ -165,7 +166,7 @@ type avgmixSummary struct {
 	Q                 float64 `json:"q"`
 	Steps             int     `json:"steps"`
 	Sampling          string  `json:"sampling"`
-	Sigma             float64 `json:"sigma"`
+	Sigma             float64 `json:"sigma"` // the charged noise multiplier (the row's sigma_applied is at least it)
 	SigmaX            float64 `json:"sigma_x"`
 	SigmaY            float64 `json:"sigma_y"`
 	MuCLT             float64 `json:"mu_clt"`
@@ -182,17 +183,18 @@ type avgmixSummary struct {
 
 // planned is a release ready to charge.
 type planned struct {
-	plan    *avgmix.Plan
-	eps     float64 // the target epsilon at delta
-	delta   float64
-	details map[string]any
+	plan  *avgmix.Plan
+	eps   float64 // the target epsilon at delta
+	delta float64
+	quote mechanism.Quote // what is charged: the plan priced at the scope's delta, with dp_avgmix's record
 }
 
 // planAvgmix plans the release from public parameters exactly as the SQL
 // function dp_avgmix does (sqlfuncs/avgmix.go): the budget as mu (at the
 // scope's delta) or (epsilon, delta), the rigorous PLD calibration, T = n
-// and m = m*(n, T, mu) by default, and the same ledger details. n is the
-// caller's public assertion.
+// and m = m*(n, T, mu) by default, and the same quote (mechanism,
+// mechanism.Avgmix record, noise_tv, quoted epsilon at the scope's delta).
+// n is the caller's public assertion.
 func planAvgmix(c *avgmixConfig, st accountant.Status, d, k int) (planned, error) {
 	var pr planned
 	var mu float64
@@ -256,26 +258,22 @@ func planAvgmix(c *avgmixConfig, st accountant.Status, d, k int) (planned, error
 	if err != nil {
 		return pr, usageError{err}
 	}
-	// The calibration certified the charged mechanism; confirm it, as
-	// dp_avgmix does.
-	epsPlan, err := accountant.RigorousEpsilon([]accountant.Mechanism{pl.Mechanism}, pr.delta)
-	if err != nil {
+	rec := mechanism.Avgmix{Into: c.into, N: c.n, NSource: mechanism.NAsserted, TargetEpsilon: pr.eps, TargetDelta: pr.delta}
+	if pr.quote, err = pl.Quote(nil, rec, st.Delta, accountant.Price); err != nil {
 		return pr, err
+	}
+	// The calibration certified the charged mechanism; confirm it on the
+	// quote, as dp_avgmix does.
+	epsPlan := pr.quote.Epsilon
+	if pr.delta != pr.quote.Delta {
+		if epsPlan, err = accountant.Price(pr.quote.Mechanism, pr.delta); err != nil {
+			return pr, err
+		}
 	}
 	if epsPlan > pr.eps {
 		return pr, fmt.Errorf("internal error: the calibrated release costs epsilon %g, above its target %g", epsPlan, pr.eps)
 	}
 	pr.plan = pl
-	pr.details = map[string]any{
-		"into": c.into, "n": c.n, "n_source": "asserted", "d": d, "K": k, "T": pl.T, "m": pl.M,
-		"sampling": pl.Sampling, "lambda": pl.Lambda, "cx": pl.Cx, "cy": pl.Cy,
-		"sigma_x": pl.SigmaX, "sigma_y": pl.SigmaY, "sigma_applied": pl.Sigma, "mu_clt": pl.CLTMu,
-		"target_epsilon": pr.eps, "target_delta": pr.delta,
-		"noise_tv": release.NoiseTVOf(pl.T * (d + k)),
-	}
-	if pl.Sampling == avgmix.Hierarchical {
-		pr.details["p"], pr.details["class_steps"] = pl.P, pl.ClassSteps
-	}
 	return pr, nil
 }
 
@@ -350,7 +348,7 @@ func (m *Main) avgmix(ctx context.Context, c *avgmixConfig) (avgmixSummary, erro
 	if runner == "" {
 		runner = "prism"
 	}
-	pr.details["engine"], pr.details["job"], pr.details["runner"] = "beam", job, runner
+	run := mechanism.BeamRun{Engine: "beam", Job: job, Runner: runner}
 
 	// The pipeline is built, from public parameters only, before anything
 	// is charged: a construction error costs nothing.
@@ -368,7 +366,7 @@ func (m *Main) avgmix(ctx context.Context, c *avgmixConfig) (avgmixSummary, erro
 
 	// Charge before the run: the charge (its params name the job) commits
 	// before any worker reads a row.
-	rec, err := l.Charge(ctx, accountant.Charge{Scope: c.scope, Mechanism: pr.plan.Mechanism, Details: pr.details, Query: c.command}, nil)
+	rec, err := l.Charge(ctx, accountant.Charge{Scope: c.scope, Quote: &pr.quote, Details: run, Query: c.command}, nil)
 	if err != nil {
 		return sum, err
 	}
@@ -396,14 +394,17 @@ func (m *Main) avgmix(ctx context.Context, c *avgmixConfig) (avgmixSummary, erro
 	}); err != nil {
 		return fail(err)
 	}
-	epsRig, err := accountant.RigorousEpsilon([]accountant.Mechanism{pr.plan.Mechanism}, st.Delta)
-	if err != nil {
+	// The summary is built from the quote that was charged: its record
+	// (mechanism.Avgmix) and the charged subsampled Gaussian.
+	q := pr.quote
+	r, _ := q.Params.(mechanism.Avgmix)
+	epsRig := q.Epsilon
+	if math.IsInf(epsRig, 0) {
 		epsRig = -1
 	}
-	pl := pr.plan
 	return avgmixSummary{
-		Into: c.into, Rows: pl.T, N: c.n, D: d, K: k, M: pl.M, Q: pl.Q, Steps: pl.Steps, Sampling: pl.Sampling,
-		Sigma: pl.Sigma, SigmaX: pl.SigmaX, SigmaY: pl.SigmaY, MuCLT: pl.CLTMu, EpsilonRigorous: epsRig, Delta: st.Delta,
+		Into: r.Into, Rows: r.T, N: r.N, D: r.D, K: r.K, M: r.M, Q: q.Mechanism.Q, Steps: q.Mechanism.Steps, Sampling: r.Sampling,
+		Sigma: q.Mechanism.Sigma, SigmaX: r.SigmaX, SigmaY: r.SigmaY, MuCLT: r.MuCLT, EpsilonRigorous: epsRig, Delta: q.Delta,
 		LedgerID: rec.ID, Scope: rec.Scope, ScopeEpsilonSpent: rec.Epsilon, Job: job, Runner: runner,
 		Seconds: time.Since(start).Seconds(), PipelineSeconds: pipeSecs,
 	}, nil

@@ -313,6 +313,24 @@ func TestAvgmixPipeline(t *testing.T) {
 	if !strings.HasPrefix(lr[0].query, "dpsql-beam avgmix ") || lr[0].params["engine"] != "beam" {
 		t.Errorf("the beam charge records query %q, engine %v", lr[0].query, lr[0].params["engine"])
 	}
+	// The summary dpsql-beam prints and its ledger row come from one quote
+	// and agree on every key they share.
+	var printed map[string]any
+	if err := json.Unmarshal([]byte(out), &printed); err != nil {
+		t.Fatal(err)
+	}
+	shared := 0
+	for k, v := range printed {
+		if rv, ok := lr[0].params[k]; ok {
+			shared++
+			if fmt.Sprint(rv) != fmt.Sprint(v) {
+				t.Errorf("key %s: the summary prints %v, the ledger row holds %v", k, v, rv)
+			}
+		}
+	}
+	if shared < 10 || printed["epsilon_rigorous"] != lr[0].params["quote_epsilon"] || printed["delta"] != lr[0].params["quote_delta"] {
+		t.Errorf("summary %v shares %d keys with the row %v", printed, shared, lr[0].params)
+	}
 
 	// The law. With q = m/n, output coordinate j has mean sum_i x_ij / n and
 	// variance (q (1-q) sum_i x_ij^2 + s_j^2) / m^2, s_j the noise scale on
@@ -656,7 +674,11 @@ func TestPlanMatchesSQLDefaults(t *testing.T) {
 		if !reflect.DeepEqual(last.mechanism, pr.plan.Mechanism) {
 			t.Errorf("case %d: dp_avgmix charged %+v, the driver plans %+v", i, last.mechanism, pr.plan.Mechanism)
 		}
-		for k, v := range pr.details {
+		rec, err := pr.quote.Record()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range rec {
 			if fmt.Sprint(last.params[k]) != fmt.Sprint(v) {
 				t.Errorf("case %d: detail %s is %v in dp_avgmix's row, %v in the driver's", i, k, last.params[k], v)
 			}
