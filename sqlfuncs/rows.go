@@ -63,6 +63,7 @@ func (r *vectorRows) fail(err error) {
 // aggregate's final function also while it cleans up a failing or
 // interrupted statement; a release must not happen then.
 func (r *vectorRows) finish(c *Conn) error {
+	r.arena.dropSpare() // no more rows: a chunk prepared for them is not needed
 	if r.failed != nil {
 		return r.failed
 	}
@@ -128,6 +129,10 @@ func (r *vectorRows) addRow(features, label, opts any) error {
 	if r.N > 0 && len(r.X) == chunkRows*r.D {
 		r.chunks = append(r.chunks, r.X[:len(r.X):len(r.X)])
 		r.X = r.alloc(chunkRows * r.D)
+	} else if r.N > 0 && len(r.X) == chunkRows/2*r.D && cap(r.X) == chunkRows*r.D {
+		// Half way through a chunk, more rows are likely: have the next
+		// chunk's pages faulted in meanwhile, on the other core.
+		r.arena.prepare(chunkRows * r.D)
 	}
 	if r.N == 0 {
 		b, err := optionBytes(r.fn, opts)
