@@ -461,7 +461,7 @@ func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, n int, nc *noi
 	// Progress shows T, public when n is asserted; a T that follows a noisy
 	// count stays hidden until the charge commits.
 	receipt, err := a.c.ChargeQuote(fn, quote, func(tx *sql.Tx) (map[string]any, error) {
-		return nil, writeAvgmix(fn, tx, o.Into, req.noise, data, plan, nc == nil)
+		return nil, writeAvgmix(fn, tx, o.Into, req.noise, data, plan, nc == nil, a.c.path+"-wal")
 	})
 	if err != nil {
 		return "", err
@@ -511,9 +511,14 @@ func avgmixSummaryOf(q mechanism.Quote, receipt accountant.Receipt) avgmixSummar
 	return s
 }
 
+// writebackRows is how many release rows (about 3 KB each at
+// Fashion-MNIST's shape) are written between two writeback requests.
+const writebackRows = 2048
+
 // writeAvgmix creates the release table and streams the release into it,
-// reporting progress if showProgress.
-func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data avgmix.Data, plan *avgmix.Plan, showProgress bool) error {
+// reporting progress if showProgress. The release reaches the WAL at wal as
+// it is written; its disk writes start as it grows (see writeback).
+func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data avgmix.Data, plan *avgmix.Plan, showProgress bool, wal string) error {
 	q, err := outputTable(fn, tx, into)
 	if err != nil {
 		return err
@@ -522,11 +527,16 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 		return fmt.Errorf("%s: creating %s: %w", fn, into, err)
 	}
 	ins := newBatchInsert(tx, q, "id", "x", "y")
+	wb := startWriteback(wal)
+	defer wb.stop()
 	var xb, yb []byte
 	err = avgmix.Release(noise, data, plan, func(i int, x, y []float32) error {
 		xb, yb = AppendEncoded(xb[:0], x), AppendEncoded(yb[:0], y)
 		if err := ins.add(int64(i+1), xb, yb); err != nil {
 			return fmt.Errorf("%s: writing row %d of %s: %w", fn, i+1, into, err)
+		}
+		if i%writebackRows == writebackRows-1 {
+			wb.start()
 		}
 		if showProgress && i%4096 == 4095 {
 			report(fn, i+1, plan.T)
