@@ -44,15 +44,16 @@ func (a *floatArena) alloc(n int) []float32 {
 }
 
 // prepare maps a buffer of n float32s for the next alloc(n) and starts
-// populating it in the background (see floatArena). It does nothing if a
-// buffer is already prepared, for a buffer too small to be mapped, or off
-// Linux.
-func (a *floatArena) prepare(n int) {
+// populating its first fill float32s in the background (see floatArena):
+// the rest faults in as it is written, so memory that is never filled is
+// never committed. It does nothing if a buffer is already prepared, for a
+// buffer too small to be mapped, or off Linux.
+func (a *floatArena) prepare(n, fill int) {
 	if a == nil || a.spare != nil || n < hugeThreshold {
 		return
 	}
 	if m, ok := mapFloats(n); ok {
-		m.populate()
+		m.populate(min(max(fill, 0), n))
 		a.spare = &m
 	}
 }

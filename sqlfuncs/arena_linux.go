@@ -28,17 +28,22 @@ func mapFloats(n int) (mapping, bool) {
 	return mapping{b: b, floats: unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n)}, true
 }
 
-// populate has the kernel fault in the mapping's pages, writable, on a new
-// goroutine. It writes nothing (MADV_POPULATE_WRITE faults the pages in
+// populate has the kernel fault in the pages of the mapping's first floats
+// float32s, writable, on a new goroutine. It writes nothing (MADV_POPULATE_WRITE faults the pages in
 // without touching their contents), so the buffer may be filled meanwhile;
 // an older kernel refuses the advice and the pages fault in on first write,
 // as without it.
-func (m *mapping) populate() {
+func (m *mapping) populate(floats int) {
+	// madvise wants whole pages: round up to 4 KB, within the mapping.
+	n := min(len(m.b), (4*floats+4095)&^4095)
+	if n == 0 {
+		return
+	}
 	m.populated = make(chan struct{})
 	go func(b []byte, done chan struct{}) {
 		defer close(done)
 		_ = syscall.Madvise(b, madvPopulateWrite)
-	}(m.b, m.populated)
+	}(m.b[:n], m.populated)
 }
 
 // unmap unmaps the mapping, once populate's goroutine is done with it.

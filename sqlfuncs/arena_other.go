@@ -9,4 +9,4 @@ func mapFloats(int) (mapping, bool) { return mapping{}, false }
 
 func (mapping) unmap() {}
 
-func (*mapping) populate() {}
+func (*mapping) populate(int) {}

@@ -99,7 +99,11 @@ func (a *avgmixAgg) Step(features, label, opts any) (err error) {
 func (a *avgmixAgg) startCalibration() {
 	const fn = "dp_avgmix"
 	var o avgmixOptions
-	if decodeOptions(fn, a.rows.opts, &o) != nil || o.N == nil || (o.Sampling != "" && o.Sampling != avgmix.Poisson) {
+	if decodeOptions(fn, a.rows.opts, &o) != nil || o.N == nil {
+		return
+	}
+	a.rows.expect = *o.N
+	if o.Sampling != "" && o.Sampling != avgmix.Poisson {
 		return
 	}
 	c, scope := a.c, a.c.Scope()

@@ -20,8 +20,12 @@ type vectorRows struct {
 	Y       []float32 // n x K label vectors, when labels are BLOBs
 	K       int       // label vector length (BLOB labels) or max class id + 1
 	opts    []byte
-	failed  error       // the first row error: the statement is failing
-	arena   *floatArena // holds X and chunks; free releases it
+	// expect, if positive, is how many rows the caller said to expect (a
+	// public figure, such as dp_avgmix's asserted n); it only sizes the
+	// memory faulted in ahead, never what is read or released.
+	expect int
+	failed error       // the first row error: the statement is failing
+	arena  *floatArena // holds X and chunks; free releases it
 }
 
 // alloc returns an empty feature buffer of capacity n from the rows' arena.
@@ -130,9 +134,17 @@ func (r *vectorRows) addRow(features, label, opts any) error {
 		r.chunks = append(r.chunks, r.X[:len(r.X):len(r.X)])
 		r.X = r.alloc(chunkRows * r.D)
 	} else if r.N > 0 && len(r.X) == chunkRows/2*r.D && cap(r.X) == chunkRows*r.D {
-		// Half way through a chunk, more rows are likely: have the next
-		// chunk's pages faulted in meanwhile, on the other core.
-		r.arena.prepare(chunkRows * r.D)
+		// Half way through a chunk: have the next chunk's pages faulted in
+		// meanwhile, on the other core, as far as the rows expected fill
+		// it (all of it when no figure is expected).
+		next := r.N + chunkRows/2 // the next chunk's first row
+		fill := chunkRows
+		if r.expect > 0 {
+			fill = min(fill, r.expect-next)
+		}
+		if fill > 0 {
+			r.arena.prepare(chunkRows*r.D, fill*r.D)
+		}
 	}
 	if r.N == 0 {
 		b, err := optionBytes(r.fn, opts)
