@@ -2,6 +2,7 @@ package ext_test
 
 import (
 	"bufio"
+	"context"
 	"database/sql"
 	"fmt"
 	"os"
@@ -14,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/ext"
+	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
 // The tests below re-run this test binary as child processes; TestMain sends a
@@ -25,6 +28,8 @@ func TestMain(m *testing.M) {
 		childPrintAndHang(os.Getenv("DPSQL_TEST_DB"))
 	case "spend-until-refused":
 		childSpend(os.Getenv("DPSQL_TEST_DB"))
+	case "release-and-hang":
+		childReleaseAndHang(os.Getenv("DPSQL_TEST_DB"))
 	default:
 		os.Exit(m.Run())
 	}
@@ -71,6 +76,27 @@ func childSpend(path string) {
 		}
 		n++
 	}
+}
+
+// childReleaseAndHang starts a dp_avgmix release and, once it has written
+// 4096 of its rows (inside the charge's transaction, with the WAL's early
+// writeback under way), prints ROWS and stops there until it is killed.
+func childReleaseAndHang(path string) {
+	db, err := ext.Open(path)
+	if err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(1)
+	}
+	sqlfuncs.SetProgress(func(fn string, done, total int) {
+		if done >= 4096 && done < total {
+			fmt.Println("ROWS", done)
+			time.Sleep(time.Hour) // killed by the parent
+		}
+	})
+	var out string
+	err = db.QueryRow(`SELECT dp_avgmix(features, label, json_object('n', 12000, 'classes', 2, 'into', 'rel', 'mu', 1.0, 'm', 16)) FROM train`).Scan(&out)
+	fmt.Println("DONE", out, err)
+	os.Exit(1)
 }
 
 func child(t *testing.T, role, path string) *exec.Cmd {
@@ -130,6 +156,86 @@ func TestChargeSurvivesKillAfterPrint(t *testing.T) {
 	if n != 1 || mu != 0.5 {
 		t.Errorf("after SIGKILL the ledger has %d rows spending %v; want the one charge of mu = 0.5", n, mu)
 	}
+}
+
+// A process killed in the middle of writing a release (the WAL holding part
+// of it, written out early) leaves a consistent file: no charge, no release
+// table, a ledger that verifies, and the same release then runs and charges
+// once.
+func TestReleaseKilledMidWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes; skipped in -short")
+	}
+	path := initDB(t, 10)
+	db, err := ext.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE train(features BLOB, label INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float32, 256) // 12000 rows of 1 KB: a 12 MB release
+	for i := range 12000 {
+		for j := range x {
+			x[j] = float32((i*7+j)%13) / 13
+		}
+		if _, err := db.Exec(`INSERT INTO train VALUES (?, ?)`, sqlfuncs.EncodeVector(x), i%2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := child(t, "release-and-hang", path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ROWS ") {
+		cmd.Process.Kill()
+		t.Fatalf("child printed %q, %v", line, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	check := func(wantCharges int, wantRelease bool) {
+		t.Helper()
+		plain, err := sql.Open("sqlite3", path) // as an auditor would
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Close()
+		var n, tables int
+		if err := plain.QueryRow(`SELECT count(*) FROM dp_ledger WHERE kind = 'charge'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if err := plain.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name = 'rel'`).Scan(&tables); err != nil {
+			t.Fatal(err)
+		}
+		if n != wantCharges || (tables == 1) != wantRelease {
+			t.Errorf("the file holds %d charges and %d release tables; want %d and %v", n, tables, wantCharges, wantRelease)
+		}
+		if _, err := accountant.Verify(context.Background(), plain); err != nil {
+			t.Errorf("the ledger does not verify: %v", err)
+		}
+		var ok string
+		if err := plain.QueryRow(`PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+			t.Errorf("integrity_check: %q, %v", ok, err)
+		}
+	}
+	check(0, false)
+	var res string
+	if err := db.QueryRow(`SELECT dp_avgmix(features, label, json_object('n', 12000, 'classes', 2, 'into', 'rel', 'mu', 1.0, 'm', 16)) FROM train`).Scan(&res); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := db.QueryRow(`SELECT count(*) FROM rel`).Scan(&rows); err != nil || rows != 12000 {
+		t.Fatalf("the release after the crash has %d rows (%v), want 12000", rows, err)
+	}
+	check(1, true)
 }
 
 // Eight processes spending mu = 0.1 each at once stop exactly at a budget of

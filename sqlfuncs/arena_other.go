@@ -8,3 +8,5 @@ type mapping struct{ floats []float32 }
 func mapFloats(int) (mapping, bool) { return mapping{}, false }
 
 func (mapping) unmap() {}
+
+func (*mapping) populate(int) {}

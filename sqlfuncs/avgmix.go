@@ -63,6 +63,9 @@ const countShare = 0.05
 type avgmixAgg struct {
 	c    *Conn
 	rows vectorRows
+	// calibrating is closed when the calibration started at the first row
+	// (startCalibration) has finished; nil if none was started.
+	calibrating chan struct{}
 }
 
 // step and done make avgmixAgg a rowAggregate (aggregate.go).
@@ -72,7 +75,82 @@ func (a *avgmixAgg) done() (string, error) { return a.Done() }
 func (a *avgmixAgg) Step(features, label, opts any) (err error) {
 	defer func() { a.rows.fail(err) }()
 	defer guard("dp_avgmix", &err) // runs first, so a panic is remembered too
-	return a.rows.add(features, label, opts)
+	if err := a.rows.add(features, label, opts); err != nil {
+		return err
+	}
+	if a.rows.N == 1 {
+		a.startCalibration()
+	}
+	return nil
+}
+
+// startCalibration starts, at the first row, the calibration that
+// releaseAsserted will ask for, on its own goroutine, so that it runs on
+// another core while SQLite reads the rest of the rows (about 0.45 s each at
+// Fashion-MNIST's shape). It applies when n is asserted and sampling is
+// Poisson: the calibration's problem (q = m/n, T steps, the target epsilon
+// at its delta) then comes from the options and the scope's budget alone,
+// never from a row, so computing it early reveals nothing and changes
+// nothing. Its result reaches the release through the process's memo of
+// calibrations (calibrateSubsampled), which the release's own, identical
+// request then finds; a request that differs (the budget changed meanwhile)
+// calibrates anew. Everything the release decides is still decided, checked
+// and priced in Done: any error here only loses the head start.
+func (a *avgmixAgg) startCalibration() {
+	const fn = "dp_avgmix"
+	var o avgmixOptions
+	if decodeOptions(fn, a.rows.opts, &o) != nil || o.N == nil {
+		return
+	}
+	a.rows.expect = *o.N
+	if o.Sampling != "" && o.Sampling != avgmix.Poisson {
+		return
+	}
+	c, scope := a.c, a.c.Scope()
+	// The ledger stays open until the goroutine is done, even if the
+	// connection closes first (a failed or interrupted statement does not
+	// wait for it).
+	if c.path == "" || accountant.RetainLedger(c.path) != nil {
+		return
+	}
+	done := make(chan struct{})
+	a.calibrating = done
+	go func() {
+		defer close(done)
+		defer accountant.ReleaseLedger(c.path)
+		var err error
+		defer guard(fn, &err) // a panic, too, only loses the head start
+		st, err := c.budget(fn, scope)
+		if err != nil {
+			return
+		}
+		mu, eps, delta, err := o.budget(fn, st)
+		if err != nil {
+			return
+		}
+		p, err := o.params(fn)
+		if err != nil {
+			return
+		}
+		p = assertedParams(p, mu, *o.N)
+		p.Calibrate = func(q float64, steps int) (float64, error) {
+			sigma, err := c.calibrateSubsampled(nil, q, steps, eps, delta)
+			if err == nil {
+				countsOf(calibrationProblem{Q: q, Steps: steps, Epsilon: eps, Delta: delta}.key()).heads.Add(1)
+			}
+			return sigma, err
+		}
+		// Only q and the steps matter here; the release plans with its own
+		// dimensions and noise.
+		_, err = avgmix.NewPlan(nil, *o.N, 1, 1, p)
+	}()
+}
+
+// waitCalibration waits for the calibration startCalibration started, if any.
+func (a *avgmixAgg) waitCalibration() {
+	if a.calibrating != nil {
+		<-a.calibrating
+	}
 }
 
 // avgmixRequest is everything dp_avgmix decides from public inputs before it
@@ -157,67 +235,12 @@ func (a *avgmixAgg) request() (*avgmixRequest, error) {
 		return nil, err
 	}
 	req.scopeDelta = st.Delta
-	switch {
-	case o.Mu != nil && o.Epsilon != nil:
-		return nil, fmt.Errorf("%s: give either \"mu\" or \"epsilon\" (with \"delta\"), not both", fn)
-	case o.Mu != nil:
-		if req.mu, err = positive(fn, "mu", *o.Mu); err != nil {
-			return nil, err
-		}
-		if o.Delta != nil {
-			return nil, fmt.Errorf("%s: \"delta\" goes with \"epsilon\"; with \"mu\" the scope's delta (%g) is used", fn, st.Delta)
-		}
-		req.delta = st.Delta
-		if req.eps, err = accountant.Epsilon(req.mu, req.delta); err != nil {
-			return nil, fmt.Errorf("%s: %w", fn, err)
-		}
-	case o.Epsilon != nil:
-		if req.eps, err = positive(fn, "epsilon", *o.Epsilon); err != nil {
-			return nil, err
-		}
-		if o.Delta == nil {
-			return nil, fmt.Errorf("%s: \"epsilon\" needs \"delta\"", fn)
-		}
-		if req.delta, err = probability(fn, "delta", *o.Delta); err != nil {
-			return nil, err
-		}
-		if req.mu, err = accountant.Mu(req.eps, req.delta); err != nil {
-			return nil, fmt.Errorf("%s: %w", fn, err)
-		}
-	default:
-		return nil, fmt.Errorf("%s: option \"mu\" (or \"epsilon\" and \"delta\") is required: the privacy budget of this release", fn)
+	if req.mu, req.eps, req.delta, err = o.budget(fn, st); err != nil {
+		return nil, err
 	}
-	p := avgmix.Params{Sampling: o.Sampling}
-	if o.N != nil && (*o.N < 1 || *o.N > avgmix.MaxRows) {
-		return nil, fmt.Errorf("%s: n (the public number of rows you assert) must lie in [1, %d], got %d", fn, avgmix.MaxRows, *o.N)
+	if req.p, err = o.params(fn); err != nil {
+		return nil, err
 	}
-	if o.T != nil {
-		if *o.T <= 0 {
-			return nil, fmt.Errorf("%s: T (rows to release) must be >= 1, got %d", fn, *o.T)
-		}
-		p.T = *o.T
-	}
-	if o.M != nil {
-		if *o.M <= 0 {
-			return nil, fmt.Errorf("%s: m (mixup degree) must be >= 1, got %d", fn, *o.M)
-		}
-		if *o.M > avgmix.MaxRows {
-			return nil, fmt.Errorf("%s: m (mixup degree) must be <= %d, got %d", fn, avgmix.MaxRows, *o.M)
-		}
-		p.M = *o.M
-	}
-	for _, f := range []struct {
-		name string
-		v    *float64
-		dst  *float64
-	}{{"lambda", o.Lambda, &p.Lambda}, {"cx", o.Cx, &p.Cx}, {"cy", o.Cy, &p.Cy}, {"p", o.P, &p.P}} {
-		if f.v != nil {
-			if *f.dst, err = positive(fn, f.name, *f.v); err != nil {
-				return nil, err
-			}
-		}
-	}
-	req.p = p
 	// A taken name is public: refuse it before any noise is drawn (the
 	// release's transaction checks again).
 	if taken, err := a.c.tableExists(o.Into); err != nil {
@@ -228,24 +251,106 @@ func (a *avgmixAgg) request() (*avgmixRequest, error) {
 	return req, nil
 }
 
+// budget returns the call's budget from its options: mu and its epsilon at
+// the scope's delta, or (epsilon, delta) and their mu. It reads no row.
+func (o *avgmixOptions) budget(fn string, st accountant.Budget) (mu, eps, delta float64, err error) {
+	switch {
+	case o.Mu != nil && o.Epsilon != nil:
+		return 0, 0, 0, fmt.Errorf("%s: give either \"mu\" or \"epsilon\" (with \"delta\"), not both", fn)
+	case o.Mu != nil:
+		if mu, err = positive(fn, "mu", *o.Mu); err != nil {
+			return 0, 0, 0, err
+		}
+		if o.Delta != nil {
+			return 0, 0, 0, fmt.Errorf("%s: \"delta\" goes with \"epsilon\"; with \"mu\" the scope's delta (%g) is used", fn, st.Delta)
+		}
+		delta = st.Delta
+		if eps, err = accountant.Epsilon(mu, delta); err != nil {
+			return 0, 0, 0, fmt.Errorf("%s: %w", fn, err)
+		}
+	case o.Epsilon != nil:
+		if eps, err = positive(fn, "epsilon", *o.Epsilon); err != nil {
+			return 0, 0, 0, err
+		}
+		if o.Delta == nil {
+			return 0, 0, 0, fmt.Errorf("%s: \"epsilon\" needs \"delta\"", fn)
+		}
+		if delta, err = probability(fn, "delta", *o.Delta); err != nil {
+			return 0, 0, 0, err
+		}
+		if mu, err = accountant.Mu(eps, delta); err != nil {
+			return 0, 0, 0, fmt.Errorf("%s: %w", fn, err)
+		}
+	default:
+		return 0, 0, 0, fmt.Errorf("%s: option \"mu\" (or \"epsilon\" and \"delta\") is required: the privacy budget of this release", fn)
+	}
+	return mu, eps, delta, nil
+}
+
+// params returns the mechanism's parameters from the options (without mu,
+// which depends on the path). It reads no row.
+func (o *avgmixOptions) params(fn string) (avgmix.Params, error) {
+	p := avgmix.Params{Sampling: o.Sampling}
+	if o.N != nil && (*o.N < 1 || *o.N > avgmix.MaxRows) {
+		return p, fmt.Errorf("%s: n (the public number of rows you assert) must lie in [1, %d], got %d", fn, avgmix.MaxRows, *o.N)
+	}
+	if o.T != nil {
+		if *o.T <= 0 {
+			return p, fmt.Errorf("%s: T (rows to release) must be >= 1, got %d", fn, *o.T)
+		}
+		p.T = *o.T
+	}
+	if o.M != nil {
+		if *o.M <= 0 {
+			return p, fmt.Errorf("%s: m (mixup degree) must be >= 1, got %d", fn, *o.M)
+		}
+		if *o.M > avgmix.MaxRows {
+			return p, fmt.Errorf("%s: m (mixup degree) must be <= %d, got %d", fn, avgmix.MaxRows, *o.M)
+		}
+		p.M = *o.M
+	}
+	var err error
+	for _, f := range []struct {
+		name string
+		v    *float64
+		dst  *float64
+	}{{"lambda", o.Lambda, &p.Lambda}, {"cx", o.Cx, &p.Cx}, {"cy", o.Cy, &p.Cy}, {"p", o.P, &p.P}} {
+		if f.v != nil {
+			if *f.dst, err = positive(fn, f.name, *f.v); err != nil {
+				return p, err
+			}
+		}
+	}
+	return p, nil
+}
+
 // releaseAsserted releases with the caller's public n.
 func (a *avgmixAgg) releaseAsserted(req *avgmixRequest) (string, error) {
 	const fn = "dp_avgmix"
 	n := *req.o.N
-	p := req.p
-	p.Mu = req.mu
-	if p.T == 0 {
-		p.T = n
-	}
+	p := assertedParams(req.p, req.mu, n)
 	eps, delta := req.eps, req.delta
 	p.Calibrate = func(q float64, steps int) (float64, error) {
-		return interruptible(a.c, fn, func() (float64, error) { return a.c.calibrateSubsampled(nil, q, steps, eps, delta) })
+		return interruptible(a.c, fn, func() (float64, error) {
+			a.waitCalibration() // the same problem, started at the first row
+			return a.c.calibrateSubsampled(nil, q, steps, eps, delta)
+		})
 	}
 	plan, err := avgmix.NewPlan(req.noise, n, a.rows.D, req.k, p)
 	if err != nil {
 		return "", mechanismError(fn, err)
 	}
 	return a.charge(req, plan, n, nil)
+}
+
+// assertedParams completes the options' parameters p for a release with
+// the asserted n and budget mu: T defaults to n.
+func assertedParams(p avgmix.Params, mu float64, n int) avgmix.Params {
+	p.Mu = mu
+	if p.T == 0 {
+		p.T = n
+	}
+	return p
 }
 
 // noisyCount is the charged count of the noisy-count path.
@@ -360,7 +465,7 @@ func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, n int, nc *noi
 	// Progress shows T, public when n is asserted; a T that follows a noisy
 	// count stays hidden until the charge commits.
 	receipt, err := a.c.ChargeQuote(fn, quote, func(tx *sql.Tx) (map[string]any, error) {
-		return nil, writeAvgmix(fn, tx, o.Into, req.noise, data, plan, nc == nil)
+		return nil, writeAvgmix(fn, tx, o.Into, req.noise, data, plan, nc == nil, a.c.path+"-wal")
 	})
 	if err != nil {
 		return "", err
@@ -410,9 +515,14 @@ func avgmixSummaryOf(q mechanism.Quote, receipt accountant.Receipt) avgmixSummar
 	return s
 }
 
+// writebackRows is how many release rows (about 3 KB each at
+// Fashion-MNIST's shape) are written between two writeback requests.
+const writebackRows = 2048
+
 // writeAvgmix creates the release table and streams the release into it,
-// reporting progress if showProgress.
-func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data avgmix.Data, plan *avgmix.Plan, showProgress bool) error {
+// reporting progress if showProgress. The release reaches the WAL at wal as
+// it is written; its disk writes start as it grows (see writeback).
+func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data avgmix.Data, plan *avgmix.Plan, showProgress bool, wal string) error {
 	q, err := outputTable(fn, tx, into)
 	if err != nil {
 		return err
@@ -421,11 +531,16 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 		return fmt.Errorf("%s: creating %s: %w", fn, into, err)
 	}
 	ins := newBatchInsert(tx, q, "id", "x", "y")
+	wb := startWriteback(wal)
+	defer wb.stop()
 	var xb, yb []byte
 	err = avgmix.Release(noise, data, plan, func(i int, x, y []float32) error {
 		xb, yb = AppendEncoded(xb[:0], x), AppendEncoded(yb[:0], y)
 		if err := ins.add(int64(i+1), xb, yb); err != nil {
 			return fmt.Errorf("%s: writing row %d of %s: %w", fn, i+1, into, err)
+		}
+		if i%writebackRows == writebackRows-1 {
+			wb.start()
 		}
 		if showProgress && i%4096 == 4095 {
 			report(fn, i+1, plan.T)

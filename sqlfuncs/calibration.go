@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dpsql/dpsql/accountant"
 )
@@ -82,6 +83,22 @@ func (p calibrationProblem) solve() (float64, error) {
 // calibrated holds the sigmas this process calibrated or verified.
 var calibrated sync.Map // problem key -> float64
 
+// calibrating holds the calibrations in progress in this process.
+var calibrating sync.Map // problem key -> chan struct{}, closed when done
+
+// calibrationCounts counts, per problem key, the calibrations this process
+// ran from scratch and the dp_avgmix head starts (startCalibration) that
+// finished; tests read them.
+var calibrationCounts sync.Map // problem key -> *calibrationCount
+
+type calibrationCount struct{ solves, heads atomic.Int64 }
+
+// countsOf returns the counts of a problem key.
+func countsOf(key string) *calibrationCount {
+	v, _ := calibrationCounts.LoadOrStore(key, new(calibrationCount))
+	return v.(*calibrationCount)
+}
+
 // calibrateSubsampled returns the noise multiplier of the problem (prior may
 // be nil): from this process's memo, else from the file's cache if this
 // process accepts it, else calibrated now (and then written to the cache in
@@ -89,13 +106,33 @@ var calibrated sync.Map // problem key -> float64
 func (c *Conn) calibrateSubsampled(prior []accountant.Mechanism, q float64, steps int, eps, delta float64) (float64, error) {
 	p := calibrationProblem{Prior: prior, Q: q, Steps: steps, Epsilon: eps, Delta: delta}
 	key := p.key()
-	if v, ok := calibrated.Load(key); ok {
+	for {
+		if v, ok := calibrated.Load(key); ok {
+			return v.(float64), nil
+		}
+		// One calibration of a problem at a time in the process: the others
+		// (dp_avgmix's head start and its release, the groups of a GROUP BY)
+		// wait for it and read its result from the memo, or, if it failed,
+		// calibrate themselves.
+		mine := make(chan struct{})
+		other, busy := calibrating.LoadOrStore(key, mine)
+		if !busy {
+			defer func() {
+				calibrating.Delete(key)
+				close(mine)
+			}()
+			break
+		}
+		<-other.(chan struct{})
+	}
+	if v, ok := calibrated.Load(key); ok { // finished between the two looks
 		return v.(float64), nil
 	}
 	if sigma, ok := c.cachedSigma(key); ok && p.accepts(sigma) {
 		calibrated.Store(key, sigma)
 		return sigma, nil
 	}
+	countsOf(key).solves.Add(1)
 	sigma, err := p.solve()
 	if err != nil {
 		return 0, err

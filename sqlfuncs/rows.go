@@ -20,8 +20,12 @@ type vectorRows struct {
 	Y       []float32 // n x K label vectors, when labels are BLOBs
 	K       int       // label vector length (BLOB labels) or max class id + 1
 	opts    []byte
-	failed  error       // the first row error: the statement is failing
-	arena   *floatArena // holds X and chunks; free releases it
+	// expect, if positive, is how many rows the caller said to expect (a
+	// public figure, such as dp_avgmix's asserted n); it only sizes the
+	// memory faulted in ahead, never what is read or released.
+	expect int
+	failed error       // the first row error: the statement is failing
+	arena  *floatArena // holds X and chunks; free releases it
 }
 
 // alloc returns an empty feature buffer of capacity n from the rows' arena.
@@ -63,6 +67,7 @@ func (r *vectorRows) fail(err error) {
 // aggregate's final function also while it cleans up a failing or
 // interrupted statement; a release must not happen then.
 func (r *vectorRows) finish(c *Conn) error {
+	r.arena.dropSpare() // no more rows: a chunk prepared for them is not needed
 	if r.failed != nil {
 		return r.failed
 	}
@@ -128,6 +133,18 @@ func (r *vectorRows) addRow(features, label, opts any) error {
 	if r.N > 0 && len(r.X) == chunkRows*r.D {
 		r.chunks = append(r.chunks, r.X[:len(r.X):len(r.X)])
 		r.X = r.alloc(chunkRows * r.D)
+	} else if r.N > 0 && len(r.X) == chunkRows/2*r.D && cap(r.X) == chunkRows*r.D {
+		// Half way through a chunk: have the next chunk's pages faulted in
+		// meanwhile, on the other core, as far as the rows expected fill
+		// it (all of it when no figure is expected).
+		next := r.N + chunkRows/2 // the next chunk's first row
+		fill := chunkRows
+		if r.expect > 0 {
+			fill = min(fill, r.expect-next)
+		}
+		if fill > 0 {
+			r.arena.prepare(chunkRows*r.D, fill*r.D)
+		}
 	}
 	if r.N == 0 {
 		b, err := optionBytes(r.fn, opts)
