@@ -210,14 +210,27 @@ func (c *rigComposition) full(roundCap float64) (*pld.PLD, float64, error) {
 		// Extend only when the predecessor leaves room for a convolution.
 		if prev := rigFull.get(st.prev); prev != nil && prev.RoundoffBound() <= roundCap/2 {
 			p := prev
-			for _, part := range st.m.Components() { // a composite: each part in turn
-				var e *pld.PLD
-				var err error
+			// A composite: each non-Gaussian part in turn, then its
+			// Gaussian parts as one Gaussian of their merged mu (exact:
+			// Gaussians compose to the Gaussian of sqrt(sum mu^2), rounded
+			// up here), one convolution instead of one per part.
+			var gsq float64
+			for _, part := range st.m.Components() {
 				if part.IsGaussian() {
-					e, err = rigGaussianPLD(part.GDPMu())
-				} else {
-					e, err = rigMechanismPLD(part)
+					mu := part.GDPMu()
+					gsq = (gsq + mu*mu) * (1 + 4*rigULP)
+					continue
 				}
+				e, err := rigMechanismPLD(part)
+				if err != nil {
+					return nil, 0, err
+				}
+				if p, err = p.Compose(e); err != nil {
+					return nil, 0, err
+				}
+			}
+			if gsq > 0 {
+				e, err := rigGaussianPLD(math.Sqrt(gsq) * (1 + 2*rigULP))
 				if err != nil {
 					return nil, 0, err
 				}
