@@ -214,11 +214,30 @@ func (c *rigComposition) full(roundCap float64) (*pld.PLD, float64, error) {
 			// Gaussian parts as one Gaussian of their merged mu (exact:
 			// Gaussians compose to the Gaussian of sqrt(sum mu^2), rounded
 			// up here), one convolution instead of one per part.
+			//
+			// A protected statement's charge (one gaussian_inf part, the
+			// rest Gaussian) is one gaussian_inf of the merged mu: the
+			// Gaussian parts shift nothing and add no mass at +infinity, so
+			// the composition is exactly that Gaussian, shifted and given
+			// mass as the gaussian_inf part alone is (pld.GaussianMuInf).
 			var gsq float64
-			for _, part := range st.m.Components() {
+			var inf []Mechanism
+			parts := st.m.Components()
+			for _, part := range parts {
 				if part.IsGaussian() {
 					mu := part.GDPMu()
 					gsq = (gsq + mu*mu) * (1 + 4*rigULP)
+				} else {
+					inf = append(inf, part)
+				}
+			}
+			if len(inf) == 1 && inf[0].Kind == KindGaussianInf && gsq > 0 {
+				merged := inf[0]
+				merged.Mu = math.Sqrt((merged.Mu*merged.Mu+gsq)*(1+4*rigULP)) * (1 + 2*rigULP)
+				parts, gsq = []Mechanism{merged}, 0
+			}
+			for _, part := range parts {
+				if part.IsGaussian() {
 					continue
 				}
 				e, err := rigMechanismPLD(part)
