@@ -90,18 +90,124 @@ func (e *BudgetError) Unwrap() error { return ErrBudget }
 // budget and the scope's spend come from the hash chain, accounted by this
 // process (see state.go); a version-0 file is upgraded first.
 func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) (map[string]any, error)) (Receipt, error) {
-	details, err := mechanism.Fields(c.Details)
+	d, err := newDecision(c)
 	if err != nil {
 		return Receipt{}, err
 	}
+	return l.commit(ctx, d, release)
+}
+
+// Decision is a charge's budget decision made ahead of its commit, at the
+// head of the chain it was made at: Decide computes it (the composition and
+// the certified epsilon, the costly part of a charge) without writing
+// anything and without holding the write lock, so that it can run while the
+// caller does other work (a protected statement's read); Commit then charges.
+// A decision is only ever reused at the head it was made at: if the chain
+// moved in between (another process or connection charged), Commit decides
+// again inside its IMMEDIATE transaction, as Charge does.
+type Decision struct {
+	c       Charge         // validated, its quote applied
+	details map[string]any // c.Details as the row's fields, the quote's record in
+	// Set once decided at head fs.head (fs nil: not decided, or the
+	// decision failed and Commit decides again).
+	fs      *fileState
+	st, tot checked
+}
+
+// newDecision validates c (the checks that do not depend on the chain).
+func newDecision(c Charge) (*Decision, error) {
+	details, err := mechanism.Fields(c.Details)
+	if err != nil {
+		return nil, err
+	}
 	if c.Quote != nil {
 		if c, details, err = withQuote(c, details); err != nil {
-			return Receipt{}, err
+			return nil, err
 		}
 	}
 	if err := c.Mechanism.Validate(); err != nil {
-		return Receipt{}, err
+		return nil, err
 	}
+	return &Decision{c: c, details: details}, nil
+}
+
+// Decide makes c's budget decision at the chain's current head, writing
+// nothing: it returns an error only for a charge that no head could accept
+// (an invalid mechanism or quote). A refusal (over budget, unknown scope) or
+// a failure to read the chain is not returned here: Commit decides again and
+// reports it, so that nothing is refused on a decision the chain no longer
+// supports. Commit the decision with Commit.
+func (l *Ledger) Decide(ctx context.Context, c Charge) (*Decision, error) {
+	d, err := newDecision(c)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := l.state(ctx, l.db)
+	if err != nil {
+		return d, nil // Commit decides inside its transaction
+	}
+	if err := d.decideAt(fs); err != nil {
+		d.fs = nil
+	}
+	return d, nil
+}
+
+// Commit charges a decision as Charge charges its Charge, in one IMMEDIATE
+// transaction committed before Commit returns: it reuses the decision when
+// the chain's head (id and hash of its last row, read inside the
+// transaction) is the one the decision was made at, and otherwise decides
+// again there. Either way the charge fits the budget at the head it is
+// appended to.
+func (l *Ledger) Commit(ctx context.Context, d *Decision, release func(tx *sql.Tx) (map[string]any, error)) (Receipt, error) {
+	if d == nil {
+		return Receipt{}, errors.New("ledger: Commit needs a decision from Decide")
+	}
+	return l.commit(ctx, &Decision{c: d.c, details: d.details, fs: d.fs, st: d.st, tot: d.tot}, release)
+}
+
+// decideAt decides d's charge at the state fs (the scope's and the file's
+// total checks); on success d holds fs and the figures.
+func (d *Decision) decideAt(fs *fileState) error {
+	c := d.c
+	if c.Scope == FileScope {
+		return fmt.Errorf("scope %q is the whole file's total, not a scope to charge: charge one of its scopes", FileScope)
+	}
+	sc, err := fs.scope(c.Scope)
+	if err != nil {
+		return err
+	}
+	if c.Quote != nil && c.Quote.Delta != sc.budget.Delta {
+		return fmt.Errorf("the release was quoted at delta %g, but scope %q reports and checks at delta %g; nothing was charged: quote it again at the scope's delta", c.Quote.Delta, c.Scope, sc.budget.Delta)
+	}
+	acc, err := inScope(c.Scope, sc.budget.Neighbours, c.Mechanism)
+	if err != nil {
+		return err
+	}
+	tv, err := noiseTVOf(d.details)
+	if err != nil {
+		return err
+	}
+	st, err := decide(sc.budget, sc.spend, acc, tv)
+	if err != nil {
+		return err
+	}
+	// Every scope protects the same people: the charge must also fit the
+	// file's total (decided only when the owner capped it).
+	accT, err := inScope(FileScope, fs.total.budget.Neighbours, c.Mechanism)
+	if err != nil {
+		return err
+	}
+	tot, err := decide(fs.total.budget, fs.total.spend, accT, tv)
+	if err != nil {
+		return err
+	}
+	d.fs, d.st, d.tot = fs, st, tot
+	return nil
+}
+
+// commit runs the charge's transaction; d is this call's own copy.
+func (l *Ledger) commit(ctx context.Context, d *Decision, release func(tx *sql.Tx) (map[string]any, error)) (Receipt, error) {
+	c := d.c
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Receipt{}, l.lockError(err)
@@ -110,44 +216,21 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, release func(tx *sql.Tx) 
 	if err := ensureSchema(ctx, tx, false); err != nil {
 		return Receipt{}, err
 	}
-	if c.Scope == FileScope {
-		return Receipt{}, fmt.Errorf("scope %q is the whole file's total, not a scope to charge: charge one of its scopes", FileScope)
-	}
 	fs, err := l.state(ctx, tx)
 	if err != nil {
 		return Receipt{}, err
 	}
-	sc, err := fs.scope(c.Scope)
-	if err != nil {
-		return Receipt{}, err
+	if d.fs == nil || d.fs.head != fs.head {
+		// Not decided, or decided at another head: decide here, under
+		// the write lock.
+		d.fs = nil
+		if err := d.decideAt(fs); err != nil {
+			return Receipt{}, err
+		}
 	}
-	if c.Quote != nil && c.Quote.Delta != sc.budget.Delta {
-		return Receipt{}, fmt.Errorf("the release was quoted at delta %g, but scope %q reports and checks at delta %g; nothing was charged: quote it again at the scope's delta", c.Quote.Delta, c.Scope, sc.budget.Delta)
-	}
-	acc, err := inScope(c.Scope, sc.budget.Neighbours, c.Mechanism)
-	if err != nil {
-		return Receipt{}, err
-	}
-	tv, err := noiseTVOf(details)
-	if err != nil {
-		return Receipt{}, err
-	}
-	st, err := decide(sc.budget, sc.spend, acc, tv)
-	if err != nil {
-		return Receipt{}, err
-	}
-	// Every scope protects the same people: the charge must also fit the
-	// file's total (decided only when the owner capped it).
-	accT, err := inScope(FileScope, fs.total.budget.Neighbours, c.Mechanism)
-	if err != nil {
-		return Receipt{}, err
-	}
-	tot, err := decide(fs.total.budget, fs.total.spend, accT, tv)
-	if err != nil {
-		return Receipt{}, err
-	}
+	st, tot := d.st, d.tot
 	params := map[string]any{}
-	for k, v := range details {
+	for k, v := range d.details {
 		params[k] = v
 	}
 	if release != nil {

@@ -40,6 +40,17 @@ func OpenLedger(path string) (*Ledger, error) {
 	if l, ok := ledgers[path]; ok {
 		return l, nil
 	}
+	l, err := newLedgerConn(path)
+	if err != nil {
+		return nil, err
+	}
+	ledgers[path] = l
+	return l, nil
+}
+
+// newLedgerConn opens a ledger connection to path outside the registry (as
+// another process would have it).
+func newLedgerConn(path string) (*Ledger, error) {
 	q := url.Values{}
 	q.Set("_txlock", "immediate")
 	q.Set("_busy_timeout", "30000")
@@ -52,9 +63,7 @@ func OpenLedger(path string) (*Ledger, error) {
 	}
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(time.Minute)
-	l := &Ledger{path: path, db: db}
-	ledgers[path] = l
-	return l, nil
+	return &Ledger{path: path, db: db}, nil
 }
 
 // RetainLedger notes that a connection to the file at path may charge; pair it

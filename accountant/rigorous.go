@@ -210,14 +210,46 @@ func (c *rigComposition) full(roundCap float64) (*pld.PLD, float64, error) {
 		// Extend only when the predecessor leaves room for a convolution.
 		if prev := rigFull.get(st.prev); prev != nil && prev.RoundoffBound() <= roundCap/2 {
 			p := prev
-			for _, part := range st.m.Components() { // a composite: each part in turn
-				var e *pld.PLD
-				var err error
+			// A composite: each non-Gaussian part in turn, then its
+			// Gaussian parts as one Gaussian of their merged mu (exact:
+			// Gaussians compose to the Gaussian of sqrt(sum mu^2), rounded
+			// up here), one convolution instead of one per part.
+			//
+			// A protected statement's charge (one gaussian_inf part, the
+			// rest Gaussian) is one gaussian_inf of the merged mu: the
+			// Gaussian parts shift nothing and add no mass at +infinity, so
+			// the composition is exactly that Gaussian, shifted and given
+			// mass as the gaussian_inf part alone is (pld.GaussianMuInf).
+			var gsq float64
+			var inf []Mechanism
+			parts := st.m.Components()
+			for _, part := range parts {
 				if part.IsGaussian() {
-					e, err = rigGaussianPLD(part.GDPMu())
+					mu := part.GDPMu()
+					gsq = (gsq + mu*mu) * (1 + 4*rigULP)
 				} else {
-					e, err = rigMechanismPLD(part)
+					inf = append(inf, part)
 				}
+			}
+			if len(inf) == 1 && inf[0].Kind == KindGaussianInf && gsq > 0 {
+				merged := inf[0]
+				merged.Mu = math.Sqrt((merged.Mu*merged.Mu+gsq)*(1+4*rigULP)) * (1 + 2*rigULP)
+				parts, gsq = []Mechanism{merged}, 0
+			}
+			for _, part := range parts {
+				if part.IsGaussian() {
+					continue
+				}
+				e, err := rigMechanismPLD(part)
+				if err != nil {
+					return nil, 0, err
+				}
+				if p, err = p.Compose(e); err != nil {
+					return nil, 0, err
+				}
+			}
+			if gsq > 0 {
+				e, err := rigGaussianPLD(math.Sqrt(gsq) * (1 + 2*rigULP))
 				if err != nil {
 					return nil, 0, err
 				}

@@ -86,9 +86,12 @@ type Result struct {
 // releases nothing and, in protected mode, cannot fail because of one row's
 // value (see check.go), so reading first reveals nothing.
 //
-// (The charge depends on the plan alone and once ran beside the read, on
-// the second core; that saved a few percent of a large GROUP BY but meant
-// that an interrupted statement had spent its budget for nothing.)
+// The budget decision, the costly part of a charge, is made beside the read
+// (on the other core) and commits nothing; the charge commits it after the
+// read, or decides again under the write lock if another charge moved the
+// chain in between (see accountant.Decision). (The whole charge once ran
+// beside the read, which meant that an interrupted statement had spent its
+// budget for nothing.)
 func (e *Engine) Query(ctx context.Context, scope, query string) (*Result, error) {
 	conn, err := e.db.Conn(ctx)
 	if err != nil {
@@ -103,11 +106,29 @@ func (e *Engine) Query(ctx context.Context, scope, query string) (*Result, error
 	if err != nil {
 		return nil, err
 	}
+	// The budget decision (the scope's composition and certified epsilon)
+	// depends on the plan alone: it is made on another goroutine while the
+	// read runs and writes nothing; the charge is committed after the read,
+	// reusing the decision only if the chain has not moved since.
+	type decided struct {
+		d   *accountant.Decision
+		err error
+	}
+	dc := make(chan decided, 1)
+	charge := accountant.Charge{Scope: scope, Mechanism: pl.mech, Details: pl.details, Query: query}
+	go func() {
+		d, err := l.Decide(ctx, charge)
+		dc <- decided{d, err}
+	}()
 	groups, err := e.readAll(ctx, conn, pl)
+	dec := <-dc
 	if err != nil {
 		return nil, err
 	}
-	rc, err := l.Charge(ctx, accountant.Charge{Scope: scope, Mechanism: pl.mech, Details: pl.details, Query: query}, nil)
+	if dec.err != nil {
+		return nil, dec.err
+	}
+	rc, err := l.Commit(ctx, dec.d, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -34,23 +34,30 @@ func roundHalfAway(x float64) int64 { return int64(math.Round(x)) }
 
 // numberGuard is true exactly for the rows whose value of column c is an
 // INTEGER or REAL (NaN is stored as NULL; infinities are numbers). On a
-// column without TEXT affinity it is two comparisons with the infinities
-// (NULL compares to NULL, text and blobs sort after every number), much
-// cheaper than typeof(); a TEXT-affinity column would compare them as text,
-// so there it is typeof().
+// column without TEXT affinity it is one comparison with +infinity (NULL
+// compares to NULL, text and blobs sort after every number, every number is
+// at most +infinity), much cheaper than typeof(); a TEXT-affinity column
+// would compare them as text, so there it is typeof().
 func numberGuard(c string, text bool) string {
 	if text {
 		return fmt.Sprintf("typeof(%s) IN ('integer', 'real')", c)
 	}
-	return fmt.Sprintf("%s BETWEEN -9e999 AND 9e999", c)
+	return fmt.Sprintf("%s <= 9e999", c)
+}
+
+// countNumbers is the SQL of the count of the rows whose value of column c
+// is a number.
+func countNumbers(c string, text bool) string {
+	return fmt.Sprintf("count(*) FILTER (WHERE %s)", numberGuard(c, text))
 }
 
 // fixedPoint returns the SQL of f(clamp(x)) in units of 1/scale, rounded
 // half away from zero to an INTEGER, NULL when x is not a number: sq false
 // gives f(y) = y - mid, sq true f(y) = (y - mid)^2 - sqMid. On a column
 // without TEXT affinity the bounds are tested first, so that the rows beyond
-// them (and only numbers get there) take a constant computed here, and only
-// the rows inside pay for the arithmetic.
+// them (and only numbers get there: text and blobs sort after every number,
+// NULL compares to NULL) take a constant computed here, and only the rows
+// inside pay for the arithmetic.
 func fixedPoint(a aggPlan, sq bool, scale float64) string {
 	c := dpselect.QuoteIdent(a.column)
 	f := func(y string) string {
@@ -74,8 +81,35 @@ func fixedPoint(a aggPlan, sq bool, scale float64) string {
 		}
 		return roundHalfAway(y * scale)
 	}
-	return fmt.Sprintf("CASE WHEN %[1]s >= %[2]s THEN CASE WHEN %[1]s <= 9e999 THEN %[4]d END WHEN %[1]s <= %[3]s THEN CASE WHEN %[1]s >= -9e999 THEN %[5]d END ELSE %[6]s END",
-		c, num(a.hi), num(a.lo), fv(a.hi), fv(a.lo), f(c))
+	if sq {
+		return fmt.Sprintf("CASE WHEN %[1]s >= %[2]s THEN CASE WHEN %[1]s <= 9e999 THEN %[4]d END WHEN %[1]s <= %[3]s THEN %[5]d ELSE %[6]s END",
+			c, num(a.hi), num(a.lo), fv(a.hi), fv(a.lo), f(c))
+	}
+	// The centred value y = (x - m) * scale (m = mid, or 0 for SUM) is
+	// rounded as SQLite's round() rounds, y >= 0 to CAST(y + 0.5 AS INTEGER)
+	// and y < 0 to -CAST(-y + 0.5 AS INTEGER) ((m - x) * scale is exactly
+	// -y), with the sign read off a comparison of x with m instead of a
+	// function call; the comparisons are nested so that a row inside the
+	// bounds makes two. A number at or beyond a bound takes the bound's
+	// constant; NULL, text and blobs fail every comparison but
+	// x <= +infinity's and come out NULL.
+	m := 0.0
+	if a.needsCount() {
+		m = a.mid
+	}
+	pos := fmt.Sprintf("CAST((%s - %s) * %s + 0.5 AS INTEGER)", c, num(m), num(scale))
+	neg := fmt.Sprintf("-CAST((%s - %s) * %s + 0.5 AS INTEGER)", num(m), c, num(scale))
+	switch {
+	case a.lo < m && m < a.hi:
+		return fmt.Sprintf("CASE WHEN %[1]s < %[2]s THEN CASE WHEN %[1]s > %[3]s THEN %[5]s ELSE %[7]d END WHEN %[1]s < %[4]s THEN %[6]s WHEN %[1]s <= 9e999 THEN %[8]d END",
+			c, num(m), num(a.lo), num(a.hi), neg, pos, fv(a.lo), fv(a.hi))
+	case m <= a.lo:
+		return fmt.Sprintf("CASE WHEN %[1]s < %[3]s THEN CASE WHEN %[1]s > %[2]s THEN %[4]s ELSE %[5]d END WHEN %[1]s <= 9e999 THEN %[6]d END",
+			c, num(a.lo), num(a.hi), pos, fv(a.lo), fv(a.hi))
+	default: // hi <= m
+		return fmt.Sprintf("CASE WHEN %[1]s <= %[2]s THEN %[5]d WHEN %[1]s < %[3]s THEN %[4]s WHEN %[1]s <= 9e999 THEN %[6]d END",
+			c, num(a.lo), num(a.hi), neg, fv(a.lo), fv(a.hi))
+	}
 }
 
 // valueExpr is the fixed-point value of aggregate a for one row, NULL when the
@@ -128,7 +162,7 @@ func rewrite(pl *plan) string {
 				v := valueExpr(a)
 				fmt.Fprintf(&b, ", coalesce(sum(%s), 0)", v)
 				if a.needsCount() {
-					fmt.Fprintf(&b, ", count(%s OR NULL)", numberGuard(dpselect.QuoteIdent(a.column), !a.numericCompare))
+					b.WriteString(", " + countNumbers(dpselect.QuoteIdent(a.column), !a.numericCompare))
 				}
 				if a.needsSq() {
 					fmt.Fprintf(&b, ", coalesce(sum(%s), 0)", squareExpr(a))

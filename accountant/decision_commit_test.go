@@ -1,0 +1,163 @@
+package accountant
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+)
+
+// otherProcess returns a ledger connection to path with its own memo, as
+// another process holds it.
+func otherProcess(t *testing.T, path string) *Ledger {
+	t.Helper()
+	o, err := newLedgerConn(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.db.Close() })
+	return o
+}
+
+// scopeMuSpent returns sqrt(sum mu^2) of the charges recorded in the chain.
+func scopeMuSpent(t *testing.T, l *Ledger) (float64, int) {
+	t.Helper()
+	rows, err := ReadLedger(context.Background(), l.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sq, n := 0.0, 0
+	for _, r := range rows {
+		if r.Kind == EventCharge {
+			sq += r.Mu * r.Mu
+			n++
+		}
+	}
+	return math.Sqrt(sq), n
+}
+
+// A decision made before another process charged must not be reused: the
+// commit decides again under the write lock and refuses the overspend.
+func TestCommitDecidesAgainAfterAnotherProcessCharged(t *testing.T) {
+	ctx := context.Background()
+	l, _, path := newLedger(t, mustBudget(t, "default", 1, 0, 1e-5))
+	d, err := l.Decide(ctx, gauss(0.8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.fs == nil {
+		t.Fatal("Decide made no decision on a scope with room")
+	}
+	if _, err := otherProcess(t, path).Charge(ctx, gauss(0.8), nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Commit(ctx, d, nil)
+	var be *BudgetError
+	if !errors.As(err, &be) {
+		t.Fatalf("commit of a decision made before another process spent 0.8 of mu = 1: got %v, want a budget refusal", err)
+	}
+	if mu, n := scopeMuSpent(t, l); n != 1 || mu > 1 {
+		t.Errorf("the chain holds %d charges, mu %.4g; want the other process's one", n, mu)
+	}
+}
+
+// At an unchanged head the decision is reused (its figures are the
+// receipt's); at a moved head it is not. The figures are marked so that
+// which one Commit used shows.
+func TestCommitReusesDecisionOnlyAtItsHead(t *testing.T) {
+	ctx := context.Background()
+	l, _, path := newLedger(t, mustBudget(t, "default", 10, 0, 1e-5))
+	const mark = 123.5
+	d, err := l.Decide(ctx, gauss(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.st.muRemaining = mark
+	rc, err := l.Commit(ctx, d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.MuRemaining != mark {
+		t.Errorf("head unchanged: receipt mu_remaining %v, want the decision's (%v)", rc.MuRemaining, mark)
+	}
+	d, err = l.Decide(ctx, gauss(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.st.muRemaining = mark
+	if _, err := otherProcess(t, path).Charge(ctx, gauss(1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if rc, err = l.Commit(ctx, d, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := math.Sqrt(100 - 3); math.Abs(rc.MuRemaining-want) > 1e-9 {
+		t.Errorf("head moved: receipt mu_remaining %v, want %v decided again", rc.MuRemaining, want)
+	}
+}
+
+// A decision that Decide could not make (over budget) is decided again by
+// Commit, which refuses; a charge no head accepts is refused by Decide.
+func TestDecideRefusals(t *testing.T) {
+	ctx := context.Background()
+	l, _, _ := newLedger(t, mustBudget(t, "default", 1, 0, 1e-5))
+	d, err := l.Decide(ctx, gauss(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Commit(ctx, d, nil); !IsBudgetExceeded(err) {
+		t.Errorf("mu 2 in a budget of 1: %v, want a budget refusal", err)
+	}
+	if _, err := l.Decide(ctx, gauss(-1)); err == nil {
+		t.Error("Decide accepted mu = -1")
+	}
+	if _, err := l.Commit(ctx, nil, nil); err == nil {
+		t.Error("Commit accepted a nil decision")
+	}
+	if _, n := scopeMuSpent(t, l); n != 0 {
+		t.Errorf("%d charges recorded, want none", n)
+	}
+}
+
+// Analysts in this process and in another make their decisions at the same
+// head, then commit concurrently: together they never overspend, and
+// exactly the charges that fit are accepted.
+func TestConcurrentDecisionsNeverOverspend(t *testing.T) {
+	ctx := context.Background()
+	l, _, path := newLedger(t, mustBudget(t, "default", 1, 0, 1e-5))
+	other := otherProcess(t, path)
+	const analysts = 8 // mu 0.5 each: four fit in mu = 1
+	ds := make([]*Decision, analysts)
+	owners := make([]*Ledger, analysts)
+	for i := range ds {
+		owners[i] = l
+		if i%2 == 1 {
+			owners[i] = other
+		}
+		d, err := owners[i].Decide(ctx, gauss(0.5))
+		if err != nil || d.fs == nil {
+			t.Fatalf("decision %d: %v", i, err)
+		}
+		ds[i] = d
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, analysts)
+	for i := range ds {
+		wg.Go(func() { _, errs[i] = owners[i].Commit(ctx, ds[i], nil) })
+	}
+	wg.Wait()
+	ok := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !IsBudgetExceeded(err):
+			t.Errorf("analyst %d: %v, want a budget refusal or success", i, err)
+		}
+	}
+	mu, n := scopeMuSpent(t, l)
+	if ok != 4 || n != 4 || mu > 1*(1+1e-9) {
+		t.Errorf("%d commits succeeded, %d charges recorded with mu %.6g; want 4, 4, <= 1", ok, n, mu)
+	}
+}
