@@ -1,6 +1,9 @@
 package sqlfuncs
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // ResetOptMemo forgets the optimised distributions this process verified, as
 // a new process would.
@@ -24,4 +27,58 @@ func CalibrationCounts(steps int) (solves, heads int64) {
 		return true
 	})
 	return solves, heads
+}
+
+// RegisterTestFunc adds a scalar SQL function f of any number of arguments,
+// through the same shim as dpsql's functions, to every registered connection
+// of the file path.
+func RegisterTestFunc(path, name string, f func(args ...any) (any, error)) (n int, err error) {
+	conns.Range(func(_, v any) bool {
+		c := v.(*Conn)
+		if c.path == path {
+			if err = register(c.handle, &sqlFunc{name: name, scalar: f, copyBlobs: true}, -1, 0); err != nil {
+				return false
+			}
+			n++
+		}
+		return true
+	})
+	return n, err
+}
+
+// CheckVersion is checkVersion.
+var CheckVersion = checkVersion
+
+// CanPollInterrupts is canPollInterrupts.
+var CanPollInterrupts = canPollInterrupts
+
+// RegisterInterruptWatch adds t_watch(ms) to the connections of the file
+// path: it waits up to ms milliseconds for its statement to be interrupted,
+// checking as dpsql's functions do, and sends on seen whether it was, and
+// whether the connection's statement-run count stayed put meanwhile.
+func RegisterInterruptWatch(path string, seen chan<- [2]bool) (int, error) {
+	return RegisterTestFunc(path, "t_watch", func(args ...any) (any, error) {
+		c := connOf(path)
+		runs := c.runs.value()
+		deadline := time.Now().Add(time.Duration(args[0].(int64)) * time.Millisecond)
+		saw := false
+		for !saw && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+			saw = interrupted(c.handle)
+		}
+		seen <- [2]bool{saw, c.runs.value() == runs}
+		return nil, nil
+	})
+}
+
+// connOf returns a registered connection of the file path.
+func connOf(path string) (c *Conn) {
+	conns.Range(func(_, v any) bool {
+		if v.(*Conn).path == path {
+			c = v.(*Conn)
+			return false
+		}
+		return true
+	})
+	return c
 }
