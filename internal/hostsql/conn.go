@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -144,7 +145,7 @@ func (c *conn) setup(ctx context.Context, cfg *Config) error {
 			return fmt.Errorf("hostsql: reading the journal mode of %s: %w", cfg.Name, err)
 		}
 		if mode != "wal" {
-			return fmt.Errorf("%s is in journal mode %q: %w, which this needs (a second connection commits while yours reads): switch it once with PRAGMA journal_mode=WAL, which stays with the file", cfg.Name, mode, ErrNotWAL)
+			return fmt.Errorf("%s is in journal mode %q: %w: switch it once with PRAGMA journal_mode=WAL (the mode stays with the file)", displayName(cfg.Name), mode, ErrNotWAL)
 		}
 	}
 	return nil
@@ -162,6 +163,19 @@ func (c *conn) journalMode(ctx context.Context) (string, error) {
 	}
 	s, _ := v[0].(string)
 	return strings.ToLower(s), nil
+}
+
+// displayName is the file a database name opens: a file: URI without its
+// scheme and parameters.
+func displayName(name string) string {
+	if rest, ok := strings.CutPrefix(name, "file:"); ok {
+		rest, _, _ = strings.Cut(rest, "?")
+		if p, err := url.PathUnescape(rest); err == nil {
+			return p
+		}
+		return rest
+	}
+	return name
 }
 
 // errorOf is the *Error for rc from db.
