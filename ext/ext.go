@@ -54,7 +54,8 @@ func (Driver) Open(dsn string) (driver.Conn, error) {
 			return err
 		}
 		handles.Store(c, hostHandle{api, h})
-		if _, err := sqlfuncs.Register(c, scope); err != nil {
+		if _, err := sqlfuncs.Register(api, h, scope); err != nil {
+			handles.Delete(c)
 			return err
 		}
 		// Analyst connections have them too, for their authorizer to refuse
@@ -67,26 +68,32 @@ func (Driver) Open(dsn string) (driver.Conn, error) {
 	}
 	sc := c.(*sqlite3.SQLiteConn)
 	if analyst {
-		ac, err := protect.NewAnalystConn(sc, scope)
+		ac, err := protect.NewAnalystConn(sc, scope, func() error { return forget(sc) })
 		if err != nil {
-			sqlfuncs.Forget(sc)
-			handles.Delete(sc)
+			forget(sc)
 			sc.Close()
 			return nil, err
 		}
-		// TODO(dp0): the analyst connection's Close should drop its entry
-		// in handles too, once sqlfuncs takes the handle from ext.
 		return ac, nil
 	}
 	return &conn{sc}, nil
+}
+
+// forget drops the state dpsql keeps for a connection about to close: its
+// sqlfuncs state and its entry in handles.
+func forget(sc *sqlite3.SQLiteConn) error {
+	v, ok := handles.LoadAndDelete(sc)
+	if !ok {
+		return nil
+	}
+	return sqlfuncs.Forget(v.(hostHandle).db)
 }
 
 // conn forgets dpsql's per-connection state when the connection closes.
 type conn struct{ *sqlite3.SQLiteConn }
 
 func (c *conn) Close() error {
-	ferr := sqlfuncs.Forget(c.SQLiteConn)
-	handles.Delete(c.SQLiteConn)
+	ferr := forget(c.SQLiteConn)
 	if err := c.SQLiteConn.Close(); err != nil {
 		return err
 	}

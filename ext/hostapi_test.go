@@ -2,10 +2,12 @@ package ext
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/dpsql/dpsql/sqlfuncs"
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
@@ -71,4 +73,66 @@ func TestHandleOf(t *testing.T) {
 func sqlite3VersionNumber(t *testing.T) int {
 	_, n, _ := sqlite3.Version()
 	return n
+}
+
+// handleCount is the number of connections ext holds a handle for.
+func handleCount() int {
+	n := 0
+	handles.Range(func(_, _ any) bool { n++; return true })
+	return n
+}
+
+// Closing a connection, curator or analyst, drops its entry in handles and
+// its sqlfuncs state: a closed sqlite3* must never be looked up again (its
+// address may be reused by the next connection).
+func TestCloseDropsHandle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	owner, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	if _, err := owner.Exec(`SELECT dp_init(1.0, 1e-5, 'analyst')`); err != nil {
+		t.Fatal(err)
+	}
+	before := handleCount()
+	known := map[any]bool{}
+	handles.Range(func(k, _ any) bool { known[k] = true; return true })
+	for _, role := range []string{"curator", "analyst"} {
+		var db *sql.DB
+		if role == "analyst" {
+			db, err = OpenAnalyst(path, "analyst")
+		} else {
+			db, err = OpenScope(context.Background(), path, "analyst")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The connection's entry is the one added by the open.
+		var h hostHandle
+		handles.Range(func(k, v any) bool {
+			if _, old := known[k]; !old {
+				h = v.(hostHandle)
+			}
+			return true
+		})
+		if h.db == nil {
+			t.Fatalf("%s: no handle for the open connection", role)
+		}
+		if _, ok := sqlfuncs.Lookup(h.db); !ok {
+			t.Fatalf("%s: sqlfuncs has no state for the open connection", role)
+		}
+		if got := handleCount(); got != before+1 {
+			t.Errorf("%s: %d handles with the connection open, want %d", role, got, before+1)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := handleCount(); got != before {
+			t.Errorf("%s: %d handles after the close, want %d", role, got, before)
+		}
+		if _, ok := sqlfuncs.Lookup(h.db); ok {
+			t.Errorf("%s: sqlfuncs still has state for the closed connection", role)
+		}
+	}
 }

@@ -26,7 +26,9 @@ func Typed(conn *sql.Conn, err error) error {
 	var typed error
 	_ = conn.Raw(func(dc any) error {
 		if sc := sqliteConn(dc); sc != nil {
-			typed = sqlfuncs.LastError(sc)
+			if h, ok := handles.Load(sc); ok {
+				typed = sqlfuncs.LastError(h.(hostHandle).db)
+			}
 		}
 		return nil
 	})

@@ -24,9 +24,10 @@ import (
 // budget or the scope (see the README's refusal list). Its scope is fixed
 // when it is opened.
 type AnalystConn struct {
-	sc     *sqlite3.SQLiteConn
-	scope  string
-	engine *Engine
+	sc      *sqlite3.SQLiteConn
+	scope   string
+	engine  *Engine
+	onClose func() error
 
 	mu        sync.Mutex
 	protected map[string]bool // lower-case names of protected tables
@@ -47,7 +48,9 @@ var analystPragmas = []string{"table_info", "table_xinfo", "table_list", "index_
 // NewAnalystConn makes sc an analyst connection charging scope (which must
 // be fixed by the owner). Call it from a go-sqlite3 ConnectHook's caller,
 // after the connection is open; sc must not be handed to anyone else.
-func NewAnalystConn(sc *sqlite3.SQLiteConn, scope string) (*AnalystConn, error) {
+// onClose, when not nil, runs when the connection closes, before sc does
+// (package ext drops its per-connection state there).
+func NewAnalystConn(sc *sqlite3.SQLiteConn, scope string, onClose func() error) (*AnalystConn, error) {
 	path := sc.GetFilename("main")
 	e, err := EngineFor(path)
 	if err != nil {
@@ -56,7 +59,7 @@ func NewAnalystConn(sc *sqlite3.SQLiteConn, scope string) (*AnalystConn, error) 
 	if scope == "" {
 		scope = sqlfuncs.DefaultScope
 	}
-	c := &AnalystConn{sc: sc, scope: scope, engine: e, protected: map[string]bool{}}
+	c := &AnalystConn{sc: sc, scope: scope, engine: e, onClose: onClose, protected: map[string]bool{}}
 	sc.RegisterAuthorizer(c.authorize)
 	return c, nil
 }
@@ -259,10 +262,14 @@ func (c *AnalystConn) BeginTx(ctx context.Context, opts driver.TxOptions) (drive
 	return c.sc.BeginTx(ctx, opts)
 }
 
-// Close implements driver.Conn; it also forgets the connection's dpsql state.
+// Close implements driver.Conn; it also runs onClose (NewAnalystConn).
 func (c *AnalystConn) Close() error {
 	eerr := c.engine.Release()
-	ferr := errors.Join(sqlfuncs.Forget(c.sc), eerr)
+	var cerr error
+	if c.onClose != nil {
+		cerr = c.onClose()
+	}
+	ferr := errors.Join(cerr, eerr)
 	if err := c.sc.Close(); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime/cgo"
 	"unsafe"
 )
@@ -22,45 +23,76 @@ type rowAggregate interface {
 	done() (string, error)
 }
 
-// aggregateFunc is what SQLite's user data points to: how to start a run.
-type aggregateFunc struct {
-	name string
-	new  func() rowAggregate
+// aggregate is one run of any aggregate SQL function: step sees each row's
+// arguments, final makes the result (a value as a scalar returns).
+type aggregate interface {
+	step(args []any) error
+	final() (any, error)
+}
+
+// textAggregate is a rowAggregate as an aggregate.
+type textAggregate struct{ rowAggregate }
+
+func (a textAggregate) final() (any, error) { return a.done() }
+
+// sqlFunc is what SQLite's user data points to: a scalar's Go body, or how
+// to start an aggregate's run.
+type sqlFunc struct {
+	name   string
+	scalar func(args ...any) (any, error)
+	new    func() aggregate
+	// copyBlobs makes []byte arguments copies that the function may keep;
+	// otherwise they point into SQLite's memory, valid during the call only.
+	copyBlobs bool
 }
 
 // aggregateRun is one run's state behind the handle in SQLite's aggregate
 // context.
 type aggregateRun struct {
-	agg  rowAggregate
+	agg  aggregate
 	args []any
 }
 
-// registerAggregate adds an aggregate SQL function of nargs arguments to the
-// connection h through SQLite's C API. Each row reaches step in one cgo call,
-// its BLOBs unconverted: go-sqlite3's RegisterAggregator converts every
-// argument by reflection and copies every BLOB, which costs about 10 µs a row
-// (0.6 s of a 60,000-row release).
-func registerAggregate(h unsafe.Pointer, name string, nargs int, new func() rowAggregate) error {
+// SQLite's function flags (sqlite3.h).
+const (
+	flagDeterministic = 0x000000800 // SQLITE_DETERMINISTIC: SQLite may fold or reuse calls
+)
+
+// register adds f to the connection h through sqlite3_create_function_v2 over
+// the API table: nargs arguments (-1: any number), flags as SQLite's.
+func register(h unsafe.Pointer, f *sqlFunc, nargs, flags int) error {
 	if h == nil {
 		return errors.New("no SQLite handle")
 	}
-	if nargs > C.DPSQL_MAX_ARGS {
-		return fmt.Errorf("registering %s: at most %d arguments", name, C.DPSQL_MAX_ARGS)
-	}
-	app := cgo.NewHandle(&aggregateFunc{name: name, new: new})
-	cname := C.CString(name)
+	app := cgo.NewHandle(f)
+	cname := C.CString(f.name)
 	defer C.free(unsafe.Pointer(cname))
-	// On failure SQLite calls the destructor, which frees app.
-	if rc := C.dpsql_create_aggregate(h, cname, C.int(nargs), C.uintptr_t(app)); rc != 0 {
-		return fmt.Errorf("registering %s: SQLite error %d", name, int(rc))
+	agg := C.int(0)
+	if f.new != nil {
+		agg = 1
+	}
+	// On failure SQLite calls the destructor, which deletes app.
+	if rc := C.dpsql_create_function(h, cname, C.int(nargs), C.int(flags), C.uintptr_t(app), agg); rc != 0 {
+		return fmt.Errorf("registering %s: SQLite error %d", f.name, int(rc))
 	}
 	return nil
 }
 
+// registerAggregate adds a release aggregate of nargs arguments whose rows
+// reach step in one cgo call each, their BLOBs not copied: go-sqlite3's
+// RegisterAggregator converts every argument by reflection and copies every
+// BLOB, which cost about 10 µs a row (0.6 s of a 60,000-row release).
+func registerAggregate(h unsafe.Pointer, name string, nargs int, new func() rowAggregate) error {
+	if nargs > C.DPSQL_MAX_ARGS {
+		return fmt.Errorf("registering %s: at most %d arguments", name, C.DPSQL_MAX_ARGS)
+	}
+	return register(h, &sqlFunc{name: name, new: func() aggregate { return textAggregate{new()} }}, nargs, 0)
+}
+
 // argValue converts one C argument to the Go value go-sqlite3 would pass:
-// int64, float64, string, []byte, and a nil []byte for NULL. BLOBs are not
-// copied.
-func argValue(a *C.dpsql_arg) any {
+// int64, float64, string, []byte, and a nil []byte for NULL. BLOBs are copied
+// only with copyBlobs.
+func argValue(a *C.dpsql_arg, copyBlobs bool) any {
 	switch a._type {
 	case 1:
 		return int64(a.i)
@@ -72,59 +104,133 @@ func argValue(a *C.dpsql_arg) any {
 		if a.n == 0 {
 			return []byte{}
 		}
-		return unsafe.Slice((*byte)(a.p), int(a.n))
+		b := unsafe.Slice((*byte)(a.p), int(a.n))
+		if copyBlobs {
+			return append([]byte(nil), b...)
+		}
+		return b
 	}
 	return []byte(nil)
 }
 
-//export dpsqlAggStep
-func dpsqlAggStep(app C.uintptr_t, ctx *C.uintptr_t, argc C.int, argv *C.dpsql_arg) (msg *C.char) {
-	f := cgo.Handle(app).Value().(*aggregateFunc)
-	defer func() {
-		if r := recover(); r != nil {
-			msg = C.CString(fmt.Sprintf("%s: internal error (please report): %v", f.name, r))
+// args converts a call's C arguments into buf.
+func (f *sqlFunc) args(buf []any, argc C.int, argv *C.dpsql_arg) []any {
+	buf = buf[:0]
+	if argc > 0 {
+		as := unsafe.Slice(argv, int(argc))
+		for i := range as {
+			buf = append(buf, argValue(&as[i], f.copyBlobs))
 		}
-	}()
-	if *ctx == 0 {
-		*ctx = C.uintptr_t(cgo.NewHandle(&aggregateRun{agg: f.new()}))
 	}
-	run := cgo.Handle(*ctx).Value().(*aggregateRun)
-	args := unsafe.Slice(argv, int(argc))
-	run.args = run.args[:0]
-	for i := range args {
-		run.args = append(run.args, argValue(&args[i]))
+	return buf
+}
+
+// setError makes err the call's result.
+func setError(ctx unsafe.Pointer, err error) {
+	msg := err.Error()
+	if msg == "" {
+		msg = "error"
 	}
+	if len(msg) > math.MaxInt32/2 {
+		msg = msg[:math.MaxInt32/2]
+	}
+	C.dpsql_result_error(ctx, (*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.int(len(msg)))
+}
+
+// setResult makes v the call's result, converted as go-sqlite3 converts a
+// function's result: nil is NULL, integers and booleans INTEGER, floats
+// REAL, a string TEXT, a []byte a BLOB (an empty one NULL).
+func setResult(ctx unsafe.Pointer, res *C.dpsql_res, name string, v any) {
+	switch x := v.(type) {
+	case nil:
+		res._type = 5
+	case int64:
+		res._type, res.i = 1, C.longlong(x)
+	case int:
+		res._type, res.i = 1, C.longlong(x)
+	case int32:
+		res._type, res.i = 1, C.longlong(x)
+	case bool:
+		res._type = 1
+		if x {
+			res.i = 1
+		}
+	case float64:
+		res._type, res.f = 2, C.double(x)
+	case float32:
+		res._type, res.f = 2, C.double(x)
+	case string:
+		if len(x) == 0 {
+			C.dpsql_result_text(ctx, nil, 0)
+			return
+		}
+		C.dpsql_result_text(ctx, (*C.char)(unsafe.Pointer(unsafe.StringData(x))), C.longlong(len(x)))
+	case []byte:
+		if len(x) == 0 {
+			res._type = 5
+			return
+		}
+		C.dpsql_result_blob(ctx, unsafe.Pointer(&x[0]), C.longlong(len(x)))
+	default:
+		setError(ctx, fmt.Errorf("%s: internal error (please report): cannot return a %T to SQLite", name, v))
+	}
+}
+
+// recovered turns a panic into the call's error: no panic crosses SQLite.
+func recovered(ctx unsafe.Pointer, name string) {
+	if r := recover(); r != nil {
+		setError(ctx, fmt.Errorf("%s: internal error (please report): %v", name, r))
+	}
+}
+
+//export dpsqlFunc
+func dpsqlFunc(app C.uintptr_t, ctx unsafe.Pointer, argc C.int, argv *C.dpsql_arg, res *C.dpsql_res) {
+	f := cgo.Handle(app).Value().(*sqlFunc)
+	defer recovered(ctx, f.name)
+	var buf [C.DPSQL_MAX_ARGS]any
+	v, err := f.scalar(f.args(buf[:], argc, argv)...)
+	if err != nil {
+		setError(ctx, err)
+		return
+	}
+	setResult(ctx, res, f.name, v)
+}
+
+//export dpsqlStep
+func dpsqlStep(app C.uintptr_t, ctx unsafe.Pointer, agg *C.uintptr_t, argc C.int, argv *C.dpsql_arg) {
+	f := cgo.Handle(app).Value().(*sqlFunc)
+	defer recovered(ctx, f.name)
+	if *agg == 0 {
+		*agg = C.uintptr_t(cgo.NewHandle(&aggregateRun{agg: f.new()}))
+	}
+	run := cgo.Handle(*agg).Value().(*aggregateRun)
+	run.args = f.args(run.args, argc, argv)
 	err := run.agg.step(run.args)
 	clear(run.args) // drop the references to SQLite's memory
 	if err != nil {
-		return C.CString(err.Error())
+		setError(ctx, err)
 	}
-	return nil
 }
 
-//export dpsqlAggFinal
-func dpsqlAggFinal(app C.uintptr_t, ctx C.uintptr_t, result **C.char) (msg *C.char) {
-	f := cgo.Handle(app).Value().(*aggregateFunc)
-	defer func() {
-		if r := recover(); r != nil {
-			msg = C.CString(fmt.Sprintf("%s: internal error (please report): %v", f.name, r))
-		}
-	}()
-	var agg rowAggregate
-	if ctx == 0 {
-		agg = f.new() // no rows
+//export dpsqlFinal
+func dpsqlFinal(app C.uintptr_t, ctx unsafe.Pointer, agg C.uintptr_t, res *C.dpsql_res) {
+	f := cgo.Handle(app).Value().(*sqlFunc)
+	defer recovered(ctx, f.name)
+	var a aggregate
+	if agg == 0 {
+		a = f.new() // no rows
 	} else {
-		h := cgo.Handle(ctx)
-		agg = h.Value().(*aggregateRun).agg
+		h := cgo.Handle(agg)
+		a = h.Value().(*aggregateRun).agg
 		h.Delete()
 	}
-	out, err := agg.done()
+	v, err := a.final()
 	if err != nil {
-		return C.CString(err.Error())
+		setError(ctx, err)
+		return
 	}
-	*result = C.CString(out)
-	return nil
+	setResult(ctx, res, f.name, v)
 }
 
-//export dpsqlAggDestroy
-func dpsqlAggDestroy(app C.uintptr_t) { cgo.Handle(app).Delete() }
+//export dpsqlDestroy
+func dpsqlDestroy(app C.uintptr_t) { cgo.Handle(app).Delete() }

@@ -16,7 +16,6 @@ import (
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
-	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
 // DefaultScope is the budget scope a connection charges until dp_use_scope or
@@ -26,8 +25,7 @@ const DefaultScope = "default"
 // Conn is dpsql's state for one SQLite connection: the scope it charges, its
 // noise stream, and the way to its ledger.
 type Conn struct {
-	sc     *sqlite3.SQLiteConn
-	handle unsafe.Pointer
+	handle unsafe.Pointer // the connection's sqlite3*
 	path   string
 	runs   runCounter // statement runs started on the connection
 
@@ -53,11 +51,12 @@ type committed struct {
 	mu float64
 }
 
-var conns sync.Map // *sqlite3.SQLiteConn -> *Conn
+var conns sync.Map // uintptr(sqlite3*) -> *Conn
 
-// Lookup returns the dpsql state of a connection registered with [Register].
-func Lookup(sc *sqlite3.SQLiteConn) (*Conn, bool) {
-	c, ok := conns.Load(sc)
+// Lookup returns the dpsql state of the connection db (a sqlite3*)
+// registered with [Register].
+func Lookup(db unsafe.Pointer) (*Conn, bool) {
+	c, ok := conns.Load(uintptr(db))
 	if !ok {
 		return nil, false
 	}
@@ -191,10 +190,10 @@ func (c *Conn) LastError() error {
 	return f.err
 }
 
-// LastError is [Conn.LastError] of the connection sc ([Register]); nil when
-// sc has no dpsql state.
-func LastError(sc *sqlite3.SQLiteConn) error {
-	c, ok := Lookup(sc)
+// LastError is [Conn.LastError] of the connection db ([Register]); nil when
+// db has no dpsql state.
+func LastError(db unsafe.Pointer) error {
+	c, ok := Lookup(db)
 	if !ok {
 		return nil
 	}
@@ -208,7 +207,10 @@ const interruptPoll = 10 * time.Millisecond
 // untilInterrupted returns a context that is cancelled when the connection's
 // running statement is interrupted, so that a charge waiting for the write
 // lock, or a release being written, stops at once (its transaction rolls
-// back). stop ends the watch.
+// back). stop ends the watch. The watch runs in its own goroutine, which
+// SQLite before 3.41 cannot answer (interruptedFromAnywhere): there the charge
+// waits out the lock, and the checks the statement's own goroutine makes
+// before and after the release still roll it back.
 func (c *Conn) untilInterrupted() (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -220,7 +222,7 @@ func (c *Conn) untilInterrupted() (ctx context.Context, stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				if interrupted(c.handle) {
+				if interruptedFromAnywhere(c.handle) {
 					cancel()
 					return
 				}
@@ -318,7 +320,7 @@ func chargesNote(cs []committed) string {
 // this connection's statement ends: inside BEGIN ... COMMIT, or in a statement
 // that writes (it holds the database's write lock).
 func (c *Conn) canWriteLedger(fn string) error {
-	if !c.sc.AutoCommit() {
+	if !autocommit(c.handle) {
 		return fmt.Errorf("%s: run DP functions outside BEGIN ... COMMIT: the charge must commit on its own connection before the noisy value is released, which an open transaction would prevent", fn)
 	}
 	if writing(c.handle) {

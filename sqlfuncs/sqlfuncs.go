@@ -41,44 +41,56 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unsafe"
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/release"
-	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
 // Version is dpsql's version, returned by dp_version().
 const Version = "0.1.0"
 
-// Register adds every dpsql function to a go-sqlite3 connection whose calls
-// charge scope (DefaultScope when empty). Call it from a ConnectHook.
-func Register(sc *sqlite3.SQLiteConn, scope string) (*Conn, error) {
+// Register adds every dpsql function to the SQLite connection db (a
+// sqlite3*) whose calls charge scope (DefaultScope when empty). api is the
+// extension API table (a const sqlite3_api_routines*) of the SQLite that
+// opened db: every call into SQLite goes through it, so the same code serves
+// a Go program (ext passes go-sqlite3's table and handle from its
+// ConnectHook) and a loadable extension (the host's). The connection's file
+// is the table's db_filename of its main database. It fails with a clear
+// error when the SQLite is older than dpsql needs (3.34.0).
+func Register(api, db unsafe.Pointer, scope string) (*Conn, error) {
+	if db == nil {
+		return nil, fmt.Errorf("dpsql: no SQLite connection handle")
+	}
+	if err := setAPI(api); err != nil {
+		return nil, err
+	}
 	if scope == "" {
 		scope = DefaultScope
 	}
-	c := &Conn{sc: sc, handle: dbHandle(sc), path: sc.GetFilename("main"), scope: scope, noise: release.NewNoise()}
-	if c.handle == nil {
-		return nil, fmt.Errorf("dpsql: cannot reach the SQLite handle of this go-sqlite3 version")
-	}
+	c := &Conn{handle: db, path: handleFilename(db), scope: scope, noise: release.NewNoise()}
 	c.runs = countRuns(c.handle)
 	for _, f := range c.functions() {
 		if err := f.add(); err != nil {
+			c.runs.stop(c.handle)
 			return nil, fmt.Errorf("registering %s: %w", f.name, err)
 		}
 	}
 	if c.path != "" {
 		if err := accountant.RetainLedger(c.path); err != nil {
+			c.runs.stop(c.handle)
 			return nil, err
 		}
 	}
-	conns.Store(sc, c)
+	conns.Store(uintptr(db), c)
 	return c, nil
 }
 
-// Forget drops the state of a connection that is about to close, and closes
-// the file's ledger connection when no other connection uses it.
-func Forget(sc *sqlite3.SQLiteConn) error {
-	v, ok := conns.LoadAndDelete(sc)
+// Forget drops the state of a connection that is about to close (db, as
+// passed to [Register]), and closes the file's ledger connection when no
+// other connection uses it.
+func Forget(db unsafe.Pointer) error {
+	v, ok := conns.LoadAndDelete(uintptr(db))
 	if !ok {
 		return nil
 	}
@@ -125,19 +137,35 @@ func (c *Conn) functions() []sqlFunction {
 		}},
 		// The table form: SQLite prefers this exact two-argument function to
 		// the variadic aggregate below, which only refuses the old form.
-		{"dp_select_topm", func() error { return c.sc.RegisterFunc("dp_select_topm", c.dpSelectTopm, false) }},
 		{"dp_select_topm", func() error {
-			return c.sc.RegisterAggregator("dp_select_topm", func() *selectTopmOldForm { return &selectTopmOldForm{} }, false)
+			return register(c.handle, &sqlFunc{name: "dp_select_topm", copyBlobs: true, scalar: func(args ...any) (any, error) {
+				return c.dpSelectTopm(args[0], args[1])
+			}}, 2, 0)
+		}},
+		{"dp_select_topm", func() error {
+			return register(c.handle, &sqlFunc{name: "dp_select_topm", new: func() aggregate { return oldFormAggregate{} }}, -1, 0)
 		}},
 		{"dp_vec_sum", func() error {
-			return c.sc.RegisterAggregator("dp_vec_sum", func() *vecSumAgg { return &vecSumAgg{c: c} }, false)
+			return register(c.handle, &sqlFunc{name: "dp_vec_sum", new: func() aggregate { return vecSumAggregate{&vecSumAgg{c: c}} }}, 3, 0)
 		}},
 		{"dp_vec_select", func() error {
 			var vs vecSelect
-			return c.sc.RegisterFunc("dp_vec_select", wrap("dp_vec_select", vs.call), true)
+			return register(c.handle, &sqlFunc{name: "dp_vec_select", copyBlobs: true, scalar: wrap("dp_vec_select", vs.call)}, -1, flagDeterministic)
 		}},
 	}
 }
+
+// oldFormAggregate is the refusing aggregate form of dp_select_topm.
+type oldFormAggregate struct{ a selectTopmOldForm }
+
+func (o oldFormAggregate) step(args []any) error { return o.a.Step(args...) }
+func (o oldFormAggregate) final() (any, error)   { return o.a.Done() }
+
+// vecSumAggregate is dp_vec_sum's aggregate (registered with 3 arguments).
+type vecSumAggregate struct{ a *vecSumAgg }
+
+func (v vecSumAggregate) step(args []any) error { return v.a.Step(args[0], args[1], args[2]) }
+func (v vecSumAggregate) final() (any, error)   { return v.a.Done() }
 
 // scalar is a scalar function: f runs under guard (a panic becomes an
 // error); pure ones SQLite may fold; annotated ones name, when they fail, the
@@ -151,7 +179,13 @@ func (c *Conn) scalar(name string, f func(args ...any) (any, error), pure, annot
 			return v, c.annotate(err)
 		}
 	}
-	return sqlFunction{name, func() error { return c.sc.RegisterFunc(name, impl, pure) }}
+	flags := 0
+	if pure {
+		flags = flagDeterministic
+	}
+	return sqlFunction{name, func() error {
+		return register(c.handle, &sqlFunc{name: name, scalar: impl, copyBlobs: true}, -1, flags)
+	}}
 }
 
 func dpVersion(args ...any) (any, error) {

@@ -6,9 +6,7 @@ package sqlfuncs
 import (
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strings"
 	"sync"
@@ -16,25 +14,11 @@ import (
 
 // queryConn runs a query on the connection itself (from inside a running
 // statement: SQLite allows nested statements) and calls row for each result
-// row. The values passed to row are only valid during the call.
+// row: int64, float64, string, []byte or nil for NULL. The values passed to
+// row are only valid during the call ([]byte ones point into SQLite's
+// memory).
 func (c *Conn) queryConn(query string, args []driver.Value, row func(vals []driver.Value) error) error {
-	rs, err := c.sc.Query(query, args)
-	if err != nil {
-		return err
-	}
-	defer rs.Close()
-	vals := make([]driver.Value, len(rs.Columns()))
-	for {
-		if err := rs.Next(vals); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		if err := row(vals); err != nil {
-			return err
-		}
-	}
+	return queryRows(c.handle, query, args, row)
 }
 
 // tableExists reports whether the main schema holds an object of this name
