@@ -25,7 +25,7 @@ type Ledger struct {
 
 var (
 	ledgersMu sync.Mutex
-	ledgers   = map[string]*Ledger{}
+	ledgers          = map[string]*Ledger{}
 	opener    Opener = DefaultOpener
 )
 
