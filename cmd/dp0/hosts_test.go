@@ -174,7 +174,8 @@ func field(t *testing.T, out, prefix string) string {
 
 // The spine in Python's sqlite3: the noisy value, handed to a Python
 // function, finds its charge already committed (read through a second
-// connection); the refusal raises and charges nothing.
+// connection); the refusal raises and charges nothing; closing the
+// connection closes the ledger's.
 func TestPythonSpine(t *testing.T) {
 	dir := built(t)
 	py := python(t)
@@ -205,6 +206,8 @@ except sqlite3.Error as e:
     out["refusal"] = str(e)
 out["charges"] = conn.execute("SELECT count(*) FROM dp_ledger WHERE kind = 'charge'").fetchone()[0]
 conn.close()
+import os
+out["wal_left"] = os.path.exists(path + "-wal")
 print(json.dumps(out))
 `
 	cmd := exec.Command(py, "-c", script, path, filepath.Join(dir, "dp0"))
@@ -230,6 +233,11 @@ print(json.dumps(out))
 	}
 	if _, err := fmt.Sscanf(s[strings.Index(s, `"charges": `)+len(`"charges": `):], "%d", &total); err != nil || total != 1 {
 		t.Errorf("charges at the end: %d (%v), want 1", total, err)
+	}
+	// Closing the host's connection closed the ledger's too (dp0_loaded's
+	// destructor), so the last of them checkpointed the WAL and removed it.
+	if !strings.Contains(s, `"wal_left": false`) {
+		t.Errorf("a -wal file is left after the host closed its connection: %s", s)
 	}
 	auditVerify(t, dir, path)
 }
