@@ -56,13 +56,31 @@ type aggregateRun struct {
 // SQLite's function flags (sqlite3.h).
 const (
 	flagDeterministic = 0x000000800 // SQLITE_DETERMINISTIC: SQLite may fold or reuse calls
+	flagDirectOnly    = 0x000080000 // SQLITE_DIRECTONLY (3.30): not from views, triggers or schema expressions
 )
 
+// directOnly names the functions that spend budget, write the ledger or a
+// release, or change the scope a connection charges. SQLite refuses them
+// (SQLITE_DIRECTONLY) inside views, triggers, CHECK constraints, defaults and
+// generated columns, so that whoever wrote the schema of a file (a copy
+// received from someone else) cannot make a curator's plain SELECT from a
+// view spend the curator's budget: they run only in the SQL the connection's
+// own caller writes.
+var directOnly = map[string]bool{
+	"dp_init": true, "dp_init_epsilon": true, "dp_use_scope": true, "gdp_spend": true,
+	"dp_gaussian": true, "dp_laplace": true, "dp_tlaplace": true, "dp_optnoise": true,
+	"dp_avgmix": true, "dp_select_topm": true, "dp_vec_sum": true,
+}
+
 // register adds f to the connection h through sqlite3_create_function_v2 over
-// the API table: nargs arguments (-1: any number), flags as SQLite's.
+// the API table: nargs arguments (-1: any number), flags as SQLite's
+// (SQLITE_DIRECTONLY added for the directOnly functions).
 func register(h unsafe.Pointer, f *sqlFunc, nargs, flags int) error {
 	if h == nil {
 		return errors.New("no SQLite handle")
+	}
+	if directOnly[f.name] {
+		flags |= flagDirectOnly
 	}
 	app := cgo.NewHandle(f)
 	cname := C.CString(f.name)

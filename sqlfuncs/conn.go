@@ -119,6 +119,10 @@ func (c *Conn) charge(fn string, ac accountant.Charge, release func(tx *sql.Tx) 
 	if release != nil {
 		inner := release
 		release = func(tx *sql.Tx) (map[string]any, error) {
+			// The release's writes (batchInsert) look for an interrupt
+			// of this connection's statement as they go.
+			releasing.Store(tx, c)
+			defer releasing.Delete(tx)
 			more, err := inner(tx)
 			if err == nil && interrupted(c.handle) {
 				err = fmt.Errorf("%s: the statement was interrupted; the release was rolled back and nothing was charged", fn)
@@ -136,7 +140,7 @@ func (c *Conn) charge(fn string, ac accountant.Charge, release func(tx *sql.Tx) 
 	ac.Scope, ac.Query = c.Scope(), exec.sql
 	r, err := l.Charge(ctx, ac, release)
 	switch {
-	case err != nil && ctx.Err() != nil:
+	case err != nil && (ctx.Err() != nil || errors.Is(err, errWriteInterrupted)):
 		// The interrupt cancelled the charge's transaction (waiting for the
 		// lock, or while a release was being written): it rolled back.
 		err = fmt.Errorf("%s: the statement was interrupted; the release was rolled back and nothing was charged", fn)
@@ -261,6 +265,23 @@ func interruptible[T any](c *Conn, fn string, f func() (T, error)) (T, error) {
 			}
 		}
 	}
+}
+
+// releasing maps the transaction of each release being written to the
+// connection whose statement runs it (*sql.Tx -> *Conn).
+var releasing sync.Map
+
+// errWriteInterrupted is the error of a release's write that found its
+// statement interrupted.
+var errWriteInterrupted = errors.New("the statement was interrupted; the release was rolled back and nothing was charged")
+
+// writeInterrupted reports whether the statement writing a release in tx is
+// being interrupted. It runs on the statement's goroutine (the release's
+// writes are made from the function call), where any SQLite can tell; the
+// watch of untilInterrupted, in a goroutine of its own, needs SQLite 3.41.
+func writeInterrupted(tx *sql.Tx) bool {
+	c, ok := releasing.Load(tx)
+	return ok && interrupted(c.(*Conn).handle)
 }
 
 // charging counts the charges in progress in this process.

@@ -1,5 +1,7 @@
 package sqlfuncs
 
+import "time"
+
 // ResetOptMemo forgets the optimised distributions this process verified, as
 // a new process would.
 func ResetOptMemo() { optVerified.Clear() }
@@ -23,4 +25,41 @@ func RegisterTestFunc(path, name string, f func(args ...any) (any, error)) (n in
 		return true
 	})
 	return n, err
+}
+
+// CheckVersion is checkVersion.
+var CheckVersion = checkVersion
+
+// CanPollInterrupts is canPollInterrupts.
+var CanPollInterrupts = canPollInterrupts
+
+// RegisterInterruptWatch adds t_watch(ms) to the connections of the file
+// path: it waits up to ms milliseconds for its statement to be interrupted,
+// checking as dpsql's functions do, and sends on seen whether it was, and
+// whether the connection's statement-run count stayed put meanwhile.
+func RegisterInterruptWatch(path string, seen chan<- [2]bool) (int, error) {
+	return RegisterTestFunc(path, "t_watch", func(args ...any) (any, error) {
+		c := connOf(path)
+		runs := c.runs.value()
+		deadline := time.Now().Add(time.Duration(args[0].(int64)) * time.Millisecond)
+		saw := false
+		for !saw && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+			saw = interrupted(c.handle)
+		}
+		seen <- [2]bool{saw, c.runs.value() == runs}
+		return nil, nil
+	})
+}
+
+// connOf returns a registered connection of the file path.
+func connOf(path string) (c *Conn) {
+	conns.Range(func(_, v any) bool {
+		if v.(*Conn).path == path {
+			c = v.(*Conn)
+			return false
+		}
+		return true
+	})
+	return c
 }

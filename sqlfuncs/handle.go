@@ -159,14 +159,27 @@ func setAPI(api unsafe.Pointer) error {
 	if api == nil {
 		return fmt.Errorf("dpsql: no SQLite API table")
 	}
-	if v := int(C.dpsql_table_version(api)); v < minVersion {
-		return fmt.Errorf("dpsql: this SQLite is version %s; dpsql needs SQLite %s or later (for sqlite3_txn_state): upgrade the SQLite library the program uses", versionName(v), minVersionName)
+	if err := checkVersion(int(C.dpsql_table_version(api))); err != nil {
+		return err
 	}
 	if C.dpsql_set_api(api) != 0 {
 		return fmt.Errorf("dpsql: a second SQLite library in one process (a different API table): every connection must come from the same SQLite, or their file locks break each other")
 	}
 	return nil
 }
+
+// checkVersion refuses a SQLite older than dpsql needs; v is its version
+// number.
+func checkVersion(v int) error {
+	if v < minVersion {
+		return fmt.Errorf("dpsql: this SQLite is version %s; dpsql needs SQLite %s or later (for sqlite3_txn_state): upgrade the SQLite library the program or the host application uses", versionName(v), minVersionName)
+	}
+	return nil
+}
+
+// canPollInterrupts reports whether the SQLite in use tells any goroutine
+// that a statement is being interrupted (sqlite3_is_interrupted, 3.41).
+func canPollInterrupts() bool { return C.dpsql_can_poll() != 0 }
 
 // versionName spells a SQLite version number (3041000 is "3.41.0").
 func versionName(v int) string {

@@ -131,3 +131,65 @@ func TestShimDeterministicFlags(t *testing.T) {
 		}
 	}
 }
+
+// The attack of whoever wrote the file's schema: a view or a trigger that
+// calls a charging function, so that the curator's plain SELECT from the view
+// (or an INSERT into a table) spends the curator's budget, or switches the
+// scope charged. SQLite refuses those functions there (SQLITE_DIRECTONLY),
+// and nothing is charged; called directly they work.
+func TestChargingFunctionsDirectOnly(t *testing.T) {
+	db, err := ext.Open(filepath.Join(t.TempDir(), "direct.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	for _, q := range []string{
+		`SELECT dp_init(1.0)`,
+		`CREATE TABLE t(x REAL, v BLOB)`,
+		`INSERT INTO t VALUES (1, x'0000803f')`,
+		`CREATE TABLE log(y)`,
+		`CREATE TRIGGER spend AFTER INSERT ON log BEGIN SELECT gdp_spend(0.5); END`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for _, call := range []string{
+		`dp_gaussian(x, 1, 0.5)`, `dp_laplace(x, 1, 0.5)`, `dp_tlaplace(x, 1, 0.5, 1e-6)`,
+		`dp_optnoise(x, 1, 1, 0.01)`, `gdp_spend(0.5)`, `dp_use_scope('default')`,
+		`dp_init(1, 1e-5, 'other')`, `dp_init_epsilon(1, 1e-5, 'other2')`,
+		`dp_vec_sum(v, 1, 0.5)`, `dp_avgmix(v, 0, json_object('n', 1, 'mu', 0.5, 'into', 'r'))`,
+		`dp_select_topm('t', json_object('into', 's'))`,
+	} {
+		name := call[:strings.IndexByte(call, '(')]
+		if _, err := db.Exec(`DROP VIEW IF EXISTS v`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`CREATE VIEW v AS SELECT ` + call + ` AS r FROM t`); err != nil {
+			t.Fatalf("creating the view of %s: %v", name, err)
+		}
+		var r any
+		err := db.QueryRow(`SELECT r FROM v`).Scan(&r)
+		if err == nil || !strings.Contains(err.Error(), "unsafe use of "+name) {
+			t.Errorf("SELECT from a view calling %s: err = %v, want SQLite's unsafe use refusal", name, err)
+		}
+	}
+	if _, err := db.Exec(`INSERT INTO log VALUES (1)`); err == nil || !strings.Contains(err.Error(), "unsafe use of gdp_spend") {
+		t.Errorf("a trigger calling gdp_spend: err = %v", err)
+	}
+	var spent float64
+	if err := db.QueryRow(`SELECT mu_spent FROM dp_budget_status WHERE scope = 'default'`).Scan(&spent); err != nil || spent != 0 {
+		t.Errorf("spent %v (%v) after the refusals, want 0", spent, err)
+	}
+	// Called directly, and pure functions inside a view, still work.
+	if err := db.QueryRow(`SELECT gdp_spend(0.25)`).Scan(new(float64)); err != nil {
+		t.Errorf("gdp_spend called directly: %v", err)
+	}
+	if _, err := db.Exec(`CREATE VIEW p AS SELECT gdp_epsilon(1, 1e-5) AS e, dp_vec_select(v, '[0]') AS s FROM t`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT e FROM p`).Scan(new(float64)); err != nil {
+		t.Errorf("a pure function in a view: %v", err)
+	}
+}

@@ -29,7 +29,14 @@
 //
 // Every noisy function is registered as non-deterministic, so SQLite never
 // folds or reuses a noisy value, and commits its charge on a separate ledger
-// connection before it returns (see the accountant package).
+// connection before it returns (see the accountant package). The functions
+// that charge or change the scope are SQLITE_DIRECTONLY: SQLite refuses them
+// in views, triggers and schema expressions, which whoever wrote the file's
+// schema controls.
+//
+// The package calls SQLite only through an extension API table (see
+// [Register]): it links no SQLite symbol and does not depend on go-sqlite3,
+// so a loadable extension can use it with its host's SQLite.
 //
 // dp_select_topm's aggregate form of earlier versions, dp_select_topm(features,
 // label, options [, rowid]) over a SELECT, is refused with a message that

@@ -188,15 +188,24 @@ type batchInsert struct {
 	tx   *sql.Tx
 	sql  string
 	stmt *sql.Stmt
+	rows int
 }
+
+// interruptRows is how often (in rows) a release's writes look for an
+// interrupt of their statement.
+const interruptRows = 1024
 
 func newBatchInsert(tx *sql.Tx, quotedTable string, cols ...string) *batchInsert {
 	return &batchInsert{tx: tx, sql: `INSERT INTO ` + quotedTable + ` (` + strings.Join(cols, ", ") + `) VALUES (` +
 		strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + `)`}
 }
 
-// add writes one row.
+// add writes one row; it fails with errWriteInterrupted when the statement
+// writing the release is interrupted (checked every interruptRows rows).
 func (b *batchInsert) add(vals ...any) error {
+	if b.rows++; b.rows%interruptRows == 0 && writeInterrupted(b.tx) {
+		return errWriteInterrupted
+	}
 	if b.stmt == nil {
 		var err error
 		if b.stmt, err = b.tx.Prepare(b.sql); err != nil {
