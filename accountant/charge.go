@@ -334,7 +334,7 @@ func writeScopeState(ctx context.Context, tx *sql.Tx, scope string, id int64, st
 
 func (l *Ledger) lockError(err error) error {
 	if strings.Contains(err.Error(), "locked") || strings.Contains(err.Error(), "busy") {
-		return fmt.Errorf("%w (%v): another connection holds the write lock on %s; if this query writes (INSERT ... SELECT, CREATE TABLE ... AS) or runs inside BEGIN ... COMMIT, run the DP query as a plain SELECT outside a transaction", ErrWriteConflict, err, l.path)
+		return fmt.Errorf("%w (%w): another connection holds the write lock on %s; if this query writes (INSERT ... SELECT, CREATE TABLE ... AS) or runs inside BEGIN ... COMMIT, run the DP query as a plain SELECT outside a transaction", ErrWriteConflict, err, l.path)
 	}
 	return err
 }

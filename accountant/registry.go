@@ -3,12 +3,12 @@ package accountant
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
-
-	_ "github.com/mattn/go-sqlite3" // the ledger connection uses the plain "sqlite3" driver
 )
 
 // Ledger writes charges through its own connection to the database file, so a
@@ -25,8 +25,56 @@ type Ledger struct {
 
 var (
 	ledgersMu sync.Mutex
-	ledgers   = map[string]*Ledger{}
+	ledgers          = map[string]*Ledger{}
+	opener    Opener = DefaultOpener
 )
+
+// An Opener opens the connection pool a ledger writes through, to the
+// database file at path. Its connections must behave as [LedgerDSN] asks of
+// go-sqlite3: BeginTx starts BEGIN IMMEDIATE, a busy timeout waits for
+// another connection's write lock (and its failure says "locked" or "busy"),
+// foreign keys are enforced, the file is in WAL mode with synchronous FULL.
+// OpenLedger then limits the pool to one connection.
+type Opener func(path string) (*sql.DB, error)
+
+// SetOpener sets how ledgers not yet open in this process are opened; nil
+// restores [DefaultOpener]. The loadable extension dp0 sets one that opens
+// the file through its host's SQLite.
+func SetOpener(o Opener) {
+	ledgersMu.Lock()
+	defer ledgersMu.Unlock()
+	if o == nil {
+		o = DefaultOpener
+	}
+	opener = o
+}
+
+// LedgerDriver is the database/sql driver [DefaultOpener] uses: go-sqlite3's
+// "sqlite3", which a Go program links by importing package ext (or
+// github.com/mattn/go-sqlite3).
+const LedgerDriver = "sqlite3"
+
+// LedgerDSN returns the DSN of the ledger's connection to the file at path,
+// in go-sqlite3's form (which internal/hostsql reads too): BEGIN IMMEDIATE
+// transactions, a 30 s busy timeout, WAL, synchronous FULL, foreign keys.
+func LedgerDSN(path string) string {
+	q := url.Values{}
+	q.Set("_txlock", "immediate")
+	q.Set("_busy_timeout", "30000")
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "FULL")
+	q.Set("_foreign_keys", "1")
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// DefaultOpener opens the ledger with the [LedgerDriver] driver and
+// [LedgerDSN].
+func DefaultOpener(path string) (*sql.DB, error) {
+	if !slices.Contains(sql.Drivers(), LedgerDriver) {
+		return nil, fmt.Errorf("the ledger needs the database/sql driver %q, which this program does not link: import github.com/dpsql/dpsql/ext (or github.com/mattn/go-sqlite3), or set an accountant.Opener", LedgerDriver)
+	}
+	return sql.Open(LedgerDriver, LedgerDSN(path))
+}
 
 // OpenLedger returns the process-wide ledger for the database file path; every
 // caller for one file shares it, so charges within a process are serialised
@@ -49,15 +97,9 @@ func OpenLedger(path string) (*Ledger, error) {
 }
 
 // newLedgerConn opens a ledger connection to path outside the registry (as
-// another process would have it).
+// another process would have it), through the opener.
 func newLedgerConn(path string) (*Ledger, error) {
-	q := url.Values{}
-	q.Set("_txlock", "immediate")
-	q.Set("_busy_timeout", "30000")
-	q.Set("_journal_mode", "WAL")
-	q.Set("_synchronous", "FULL")
-	q.Set("_foreign_keys", "1")
-	db, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	db, err := opener(path)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,4 @@
+package accountant
+
+// The ledger's default driver, and the one the tests open files with.
+import _ "github.com/mattn/go-sqlite3"
