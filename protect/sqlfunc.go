@@ -5,8 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"unsafe"
 
-	sqlite3 "github.com/mattn/go-sqlite3"
+	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
 // RegisterOwnerFuncs adds the owner's SQL functions to a curator connection:
@@ -18,36 +19,62 @@ import (
 // ({"col": [lo, hi]}), as json_object builds it. The change is written and
 // committed on a connection of its own (like a ledger charge), so call these
 // in a plain SELECT outside BEGIN ... COMMIT. Analyst connections refuse both.
-func RegisterOwnerFuncs(sc *sqlite3.SQLiteConn) error {
-	path := sc.GetFilename("main")
-	if err := sc.RegisterFunc("dp_protect", func(table, policy string) (string, error) {
+// Both are SQLITE_DIRECTONLY: SQLite refuses them in views, triggers and
+// schema expressions, so that whoever wrote the file's schema cannot make the
+// owner's plain SELECT from a view remove or weaken a protection. db is the
+// connection's sqlite3*, on which sqlfuncs.Register has run; path is its
+// main database file.
+func RegisterOwnerFuncs(db unsafe.Pointer, path string) error {
+	if err := sqlfuncs.RegisterDirectOnly(db, "dp_protect", 2, func(args ...any) (any, error) {
+		table, policy, err := ownerArgs("dp_protect", args, "table", "policy")
+		if err != nil {
+			return nil, err
+		}
 		p, err := ParsePolicy([]byte(policy))
 		if err != nil {
-			return "", fmt.Errorf("dp_protect: %w", err)
+			return nil, fmt.Errorf("dp_protect: %w", err)
 		}
 		db, err := ownerDB(path)
 		if err != nil {
-			return "", fmt.Errorf("dp_protect: %w", err)
+			return nil, fmt.Errorf("dp_protect: %w", err)
 		}
 		defer db.Close()
 		if err := Protect(context.Background(), db, table, p); err != nil {
-			return "", fmt.Errorf("dp_protect: %w", err)
+			return nil, fmt.Errorf("dp_protect: %w", err)
 		}
 		return table, nil
-	}, false); err != nil {
+	}); err != nil {
 		return err
 	}
-	return sc.RegisterFunc("dp_unprotect", func(table string) (string, error) {
+	return sqlfuncs.RegisterDirectOnly(db, "dp_unprotect", 1, func(args ...any) (any, error) {
+		table, _, err := ownerArgs("dp_unprotect", args, "table")
+		if err != nil {
+			return nil, err
+		}
 		db, err := ownerDB(path)
 		if err != nil {
-			return "", fmt.Errorf("dp_unprotect: %w", err)
+			return nil, fmt.Errorf("dp_unprotect: %w", err)
 		}
 		defer db.Close()
 		if err := Unprotect(context.Background(), db, table); err != nil {
-			return "", fmt.Errorf("dp_unprotect: %w", err)
+			return nil, fmt.Errorf("dp_unprotect: %w", err)
 		}
 		return table, nil
-	}, false)
+	})
+}
+
+// ownerArgs returns the owner function fn's TEXT arguments, named names
+// (one or two).
+func ownerArgs(fn string, args []any, names ...string) (first, second string, err error) {
+	var out [2]string
+	for i, name := range names {
+		s, ok := args[i].(string)
+		if !ok {
+			return "", "", fmt.Errorf("%s: %s must be TEXT", fn, name)
+		}
+		out[i] = s
+	}
+	return out[0], out[1], nil
 }
 
 // ownerDB opens a writer on path for one policy change; the caller closes it.

@@ -72,6 +72,21 @@ var directOnly = map[string]bool{
 	"dp_avgmix": true, "dp_select_topm": true, "dp_vec_sum": true,
 }
 
+// RegisterDirectOnly adds the scalar SQL function name of nargs arguments
+// (-1: any number) to the connection db (a sqlite3*, as passed to
+// [Register]), marked SQLITE_DIRECTONLY: SQLite refuses it inside views,
+// triggers and schema expressions, which whoever wrote the file's schema
+// controls. It is for functions that change what protects the file, such as
+// package protect's dp_protect and dp_unprotect. f receives the arguments as
+// the package's functions do (int64, float64, string, []byte, a nil []byte
+// for NULL); a panic in f becomes the call's error. Call it after Register.
+func RegisterDirectOnly(db unsafe.Pointer, name string, nargs int, f func(args ...any) (any, error)) error {
+	if _, ok := Lookup(db); !ok {
+		return fmt.Errorf("registering %s: the connection has no dpsql functions: call Register first", name)
+	}
+	return register(db, &sqlFunc{name: name, scalar: wrap(name, f), copyBlobs: true}, nargs, flagDirectOnly)
+}
+
 // register adds f to the connection h through sqlite3_create_function_v2 over
 // the API table: nargs arguments (-1: any number), flags as SQLite's
 // (SQLITE_DIRECTONLY added for the directOnly functions).
