@@ -215,10 +215,17 @@ const interruptPoll = 10 * time.Millisecond
 // SQLite before 3.41 cannot answer (interruptedFromAnywhere): there the charge
 // waits out the lock, and the checks the statement's own goroutine makes
 // before and after the release still roll it back.
+//
+// stop returns only once the watch has ended: the connection may close as
+// soon as the function that charged returns, and the watch must not touch
+// its handle after that.
 func (c *Conn) untilInterrupted() (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	done, exited := make(chan struct{}), make(chan struct{})
+	watches.Add(1)
 	go func() {
+		defer close(exited)
+		defer watches.Add(-1)
 		t := time.NewTicker(interruptPoll)
 		defer t.Stop()
 		for {
@@ -233,8 +240,11 @@ func (c *Conn) untilInterrupted() (ctx context.Context, stop func()) {
 			}
 		}
 	}()
-	return ctx, func() { close(done); cancel() }
+	return ctx, func() { close(done); <-exited; cancel() }
 }
+
+// watches counts the watches of untilInterrupted still running; tests read it.
+var watches atomic.Int64
 
 // interruptible runs f, a pure computation, in its own goroutine and returns
 // its result, or an error as soon as the connection's statement is

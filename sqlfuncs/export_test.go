@@ -82,3 +82,25 @@ func connOf(path string) (c *Conn) {
 	})
 	return c
 }
+
+// WatchesAfterStop starts and stops n interrupt watches on the connection of
+// the file path (as a charge does) and returns how many times a watch was
+// still running when its stop had returned.
+func WatchesAfterStop(path string, n int) (late int, ok bool) {
+	conns.Range(func(_, v any) bool {
+		c := v.(*Conn)
+		if c.path != path {
+			return true
+		}
+		ok = true
+		for range n {
+			_, stop := c.untilInterrupted()
+			stop()
+			if watches.Load() != 0 {
+				late++
+			}
+		}
+		return false
+	})
+	return late, ok
+}
