@@ -220,6 +220,13 @@ func (l *Ledger) commit(ctx context.Context, d *Decision, release func(tx *sql.T
 	if err != nil {
 		return Receipt{}, err
 	}
+	// The triggers that keep dp_ledger append-only must be dpsql's own: a
+	// dropped one, or one of the same name that lets rows go, beside a
+	// trigger that deletes each charge as it is appended, would leave every
+	// later process a verifying chain without the spend.
+	if err := verifyTriggers(ctx, tx); err != nil {
+		return Receipt{}, fmt.Errorf("refusing to charge a ledger whose protecting triggers were changed (run `dpsql audit verify`); nothing was charged: %w", err)
+	}
 	if d.fs == nil || d.fs.head != fs.head {
 		// Not decided, or decided at another head: decide here, under
 		// the write lock.
