@@ -92,6 +92,12 @@ func appendRow(ctx context.Context, x ledgerConn, r Row) (Row, error) {
 		r.ID, r.At, r.Scope, r.Mechanism, r.Mu, r.Params, query, r.PrevHash, r.Hash, r.kind(), r.Form); err != nil {
 		return r, fmt.Errorf("appending to dp_ledger: %w", err)
 	}
+	// A trigger of the file's schema may have dropped the row (a BEFORE
+	// INSERT trigger's RAISE(IGNORE)) or replaced it: the row must be the
+	// chain's head, as written.
+	if err := checkAppended(ctx, x, r); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 
@@ -233,6 +239,20 @@ func readHead(ctx context.Context, q Queryer) (Head, error) {
 		err = nil
 	}
 	return h, err
+}
+
+// checkAppended reports an error unless r, just appended, is the chain's
+// head (a row changed in place no longer verifies, which every read of the
+// chain checks).
+func checkAppended(ctx context.Context, q Queryer, r Row) error {
+	h, err := readHead(ctx, q)
+	if err != nil {
+		return err
+	}
+	if h.ID != r.ID || h.Hash != r.Hash {
+		return fmt.Errorf("%w: the row appended to dp_ledger (id %d) is not the chain's head: a trigger of the file's schema dropped or replaced it (list them with SELECT name, sql FROM sqlite_master WHERE type = 'trigger'); nothing was recorded", ErrMismatch, r.ID)
+	}
+	return nil
 }
 
 // containsHead reports whether rows hold h (the genesis head is always held).

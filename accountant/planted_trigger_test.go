@@ -40,3 +40,23 @@ func TestChargeRefusesPlantedTriggers(t *testing.T) {
 		t.Errorf("%d charges of mu = 0.9 granted in a budget of mu = 1 whose guard trigger was replaced", granted)
 	}
 }
+
+// The same attack without touching dpsql's triggers: a BEFORE INSERT trigger
+// whose RAISE(IGNORE) silently drops each charge row, so the statement
+// succeeds and the transaction commits without the spend.
+func TestChargeRefusesSwallowedRow(t *testing.T) {
+	ctx := context.Background()
+	_, db, path := newLedger(t, mustBudget(t, "default", 1, 0, 1e-5))
+	if _, err := db.Exec(`CREATE TRIGGER swallow BEFORE INSERT ON dp_ledger WHEN NEW.kind = 'charge' BEGIN SELECT RAISE(IGNORE); END`); err != nil {
+		t.Fatal(err)
+	}
+	granted := 0
+	for range 3 {
+		if _, err := otherProcess(t, path).Charge(ctx, gauss(0.9), nil); err == nil {
+			granted++
+		}
+	}
+	if granted > 0 {
+		t.Errorf("%d charges of mu = 0.9 granted in a budget of mu = 1 whose charge rows a trigger swallows", granted)
+	}
+}
