@@ -220,11 +220,12 @@ func (l *Ledger) commit(ctx context.Context, d *Decision, release func(tx *sql.T
 	if err != nil {
 		return Receipt{}, err
 	}
-	// The triggers that keep dp_ledger append-only must be dpsql's own: a
+	// The triggers that keep dp_ledger append-only must be dpsql's own (the
+	// budgets come from the chain, so dp_budget's do not matter here): a
 	// dropped one, or one of the same name that lets rows go, beside a
 	// trigger that deletes each charge as it is appended, would leave every
 	// later process a verifying chain without the spend.
-	if err := verifyTriggers(ctx, tx); err != nil {
+	if err := verifyTriggersOn(ctx, tx, "dp_ledger"); err != nil {
 		return Receipt{}, fmt.Errorf("refusing to charge a ledger whose protecting triggers were changed (run `dpsql audit verify`); nothing was charged: %w", err)
 	}
 	if d.fs == nil || d.fs.head != fs.head {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 )
 
 // ErrMismatch reports that what the file says (its protecting triggers,
@@ -110,7 +111,16 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 }
 
 func verifyTriggers(ctx context.Context, db Queryer) error {
+	return verifyTriggersOn(ctx, db, "")
+}
+
+// verifyTriggersOn checks the protecting triggers of table (every one when
+// table is "").
+func verifyTriggersOn(ctx context.Context, db Queryer, table string) error {
 	for _, t := range protectingTriggers {
+		if table != "" && !strings.Contains(t.body, " ON "+table+"\n") {
+			continue
+		}
 		var got string
 		err := db.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?`, t.name).Scan(&got)
 		if errors.Is(err, sql.ErrNoRows) {
