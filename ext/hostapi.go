@@ -56,6 +56,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/dpsql/dpsql/internal/linkedsqlite"
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
@@ -87,19 +88,7 @@ func SQLiteAPI() (unsafe.Pointer, error) {
 	if registerErr != nil {
 		return nil, registerErr
 	}
-	if p := C.dpsql_ext_table(); p != nil {
-		return unsafe.Pointer(p), nil
-	}
-	// No connection opened yet: open one to meet the table.
-	c, err := (&sqlite3.SQLiteDriver{}).Open(":memory:")
-	if err != nil {
-		return nil, fmt.Errorf("dpsql: opening SQLite to find its API table: %w", err)
-	}
-	c.Close()
-	if p := C.dpsql_ext_table(); p != nil {
-		return unsafe.Pointer(p), nil
-	}
-	return nil, fmt.Errorf("dpsql: SQLite did not run the automatic extension")
+	return linkedsqlite.API()
 }
 
 // hostHandle is a connection's SQLite handle and the API table to call it

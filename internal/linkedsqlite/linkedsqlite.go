@@ -1,9 +1,10 @@
 // Package linkedsqlite gives the extension API table (a const
 // sqlite3_api_routines*) of the SQLite that go-sqlite3 links into a Go
-// program, captured by an automatic extension, for tests of code that calls
-// SQLite only through such a table (internal/hostsql, the accountant's ledger
-// over it) in packages that package ext, which offers the same as
-// ext.SQLiteAPI, cannot be imported into (it imports them).
+// program, captured by an automatic extension: ext.SQLiteAPI returns it, and
+// tests of code that calls SQLite only through such a table (internal/hostsql,
+// the accountant's ledger over it) use it directly where ext cannot be
+// imported (ext imports them). ext's own tests check it is the table SQLite
+// hands each new connection.
 package linkedsqlite
 
 /*

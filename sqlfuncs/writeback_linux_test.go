@@ -20,7 +20,7 @@ func TestWriteback(t *testing.T) {
 	defer f.Close()
 	wb := startWriteback(path)
 	if wb == nil {
-		t.Skip("no early writeback on this system") // writeback_other.go: nothing to check
+		t.Fatal("startWriteback returned nil on Linux")
 	}
 	var want bytes.Buffer
 	block := make([]byte, 1<<16)
