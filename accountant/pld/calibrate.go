@@ -72,6 +72,17 @@ func GaussianMuFor(eps, delta float64) float64 {
 	return lo
 }
 
+// calibrateHook, when set by a test, sees every sigma the calibration
+// evaluates.
+var calibrateHook func(sigma float64)
+
+// bandEps is how far below its target (relative) a calibrated sigma's
+// epsilon may be. Epsilon falls at least as fast as 1/sigma here (the
+// central-limit level q sqrt(T (e^(1/sigma^2) - 1)) does, and epsilon grows
+// faster than linearly in mu), so such a sigma is within about bandEps
+// (relative) of the smallest one.
+const bandEps = 1e-4
+
 // CalibrateSubsampledGaussian is Config{}.CalibrateSubsampledGaussian.
 func CalibrateSubsampledGaussian(q float64, steps int, epsilon, delta float64) (float64, error) {
 	return Config{}.CalibrateSubsampledGaussian(q, steps, epsilon, delta)
@@ -111,6 +122,9 @@ func (c Config) CalibrateSubsampledGaussianPLD(q float64, steps int, epsilon, de
 	// last is the PLD of the last sigma excess computed.
 	var last *PLD
 	excess := func(sigma float64) (float64, error) {
+		if calibrateHook != nil {
+			calibrateHook(sigma)
+		}
 		p, err := c.SubsampledGaussian(q, sigma)
 		if err != nil {
 			return 0, err
@@ -130,56 +144,106 @@ func (c Config) CalibrateSubsampledGaussianPLD(q float64, steps int, epsilon, de
 	}
 	// Central-limit guess: mu = q sqrt(T (e^(1/sigma^2) - 1)).
 	mu := GaussianMuFor(epsilon, delta)
-	r := mu * mu / (q * q * float64(steps))
-	sigma := 1.0
-	if r > 0 && !math.IsInf(r, 0) {
-		sigma = 1 / math.Sqrt(math.Log1p(r))
-	}
+	sigma := sigmaForCLT(mu, q, steps)
 	if !(sigma > 1e-3) {
 		sigma = 1e-3
 	}
-	// Bracket: flo > 0 at lo (too little noise), fhi <= 0 at hi (enough).
-	f, err := excess(sigma)
-	if err != nil {
-		return 0, nil, err
+	// The bracket: lo has too little noise (flo > 0; lo = 0: none found
+	// yet), hi enough (fhi <= 0, its PLD hiP; hi = +Inf: none yet).
+	lo, hi := 0.0, math.Inf(1)
+	flo, fhi := math.Inf(1), math.Inf(-1)
+	var hiP *PLD
+	done := func() bool {
+		return !math.IsInf(hi, 1) && (fhi >= -bandEps*epsilon || lo > 0 && hi/lo-1 <= 1e-4)
 	}
-	lo, hi, flo, fhi := sigma, sigma, f, f
-	hiP := last // the PLD of hi
-	if f <= 0 {
-		for fhi, hi = f, sigma; ; {
-			lo = hi / 1.25
-			if lo < 1e-4 {
+	// Secant steps in the central limit theorem's coordinates, usually done
+	// after two or three evaluations (the bisection below took seven at
+	// Fashion-MNIST's shape). With u = log mu_CLT(sigma) and v = log of the
+	// mu-GDP level of the rigorous epsilon (GaussianMuFor), v is close to
+	// u plus a constant: the first step assumes slope 1, the next ones take
+	// the secant, each aiming at the middle of the accepted band
+	// [(1 - bandEps) epsilon, epsilon]. The steps only propose
+	// where to evaluate: every sigma is checked by excess, and a step that
+	// leaves the bracket, or a fourth one, hands over to the bisection.
+	aim := math.Log(GaussianMuFor(epsilon*(1-bandEps/2), delta))
+	var pu, pv float64
+	for i := range 4 {
+		f, err := excess(sigma)
+		if err != nil {
+			return 0, nil, err
+		}
+		if f <= 0 {
+			if sigma < hi {
+				hi, fhi, hiP = sigma, f, last
+			}
+		} else if sigma > lo {
+			lo, flo = sigma, f
+		}
+		if done() {
+			return hi, hiP, nil
+		}
+		if math.IsInf(f, 1) {
+			break // an epsilon that could not be certified has no level
+		}
+		u := math.Log(muForCLT(sigma, q, steps))
+		v := math.Log(GaussianMuFor(f+epsilon, delta))
+		if math.IsInf(u, 0) || math.IsNaN(u) || math.IsInf(v, 0) || math.IsNaN(v) {
+			break
+		}
+		slope := 1.0
+		if i > 0 && u != pu {
+			if s := (v - pv) / (u - pu); s > 0.5 && s < 2 {
+				slope = s
+			}
+		}
+		pu, pv = u, v
+		next := sigmaForCLT(math.Exp(u+(aim-v)/slope), q, steps)
+		if !(next > lo && next < hi) || i == 3 {
+			break
+		}
+		sigma = next
+	}
+	// Bracket from what the steps found: down from hi by factors of 1.25
+	// until too little noise, or up from lo until enough.
+	switch {
+	case lo == 0:
+		for {
+			next := hi / 1.25
+			if next < 1e-4 {
 				return hi, hiP, nil // any sigma this small will do; stop here
 			}
-			if flo, err = excess(lo); err != nil {
+			f, err := excess(next)
+			if err != nil {
 				return 0, nil, err
 			}
-			if flo > 0 {
+			if f > 0 {
+				lo, flo = next, f
 				break
 			}
-			hi, fhi, hiP = lo, flo, last
+			hi, fhi, hiP = next, f, last
 		}
-	} else {
-		for flo, lo = f, sigma; ; {
-			hi = lo * 1.25
-			if hi > 1e6 {
+	case math.IsInf(hi, 1):
+		for {
+			next := lo * 1.25
+			if next > 1e6 {
 				return 0, nil, fmt.Errorf("pld: no sigma up to 1e6 reaches epsilon %g at delta %g", epsilon, delta)
 			}
-			if fhi, err = excess(hi); err != nil {
+			f, err := excess(next)
+			if err != nil {
 				return 0, nil, err
 			}
-			if fhi <= 0 {
-				hiP = last
+			if f <= 0 {
+				hi, fhi, hiP = next, f, last
 				break
 			}
-			lo, flo = hi, fhi
+			lo, flo = next, f
 		}
 	}
 	// Illinois (modified regula falsi) on log sigma: superlinear on this
 	// smooth monotone function, and the bracket always holds a checked hi.
 	// wlo, whi are the interpolation weights (the values, halved on a stall).
 	wlo, whi, side := flo, fhi, 0
-	for hi/lo-1 > 1e-4 && fhi < -1e-5*epsilon {
+	for hi/lo-1 > 1e-4 && fhi < -bandEps*epsilon {
 		x := math.Sqrt(lo * hi)
 		if !math.IsInf(wlo, 1) && side > -3 && side < 3 {
 			l, h := math.Log(lo), math.Log(hi)
@@ -208,4 +272,23 @@ func (c Config) CalibrateSubsampledGaussianPLD(q float64, steps int, epsilon, de
 		}
 	}
 	return hi, hiP, nil
+}
+
+// muForCLT is the central limit theorem's mu-GDP level of steps
+// Poisson-subsampled Gaussian steps at rate q with noise multiplier sigma,
+// q sqrt(steps (e^(1/sigma^2) - 1)) (Bu, Dong, Long, Su, "Deep Learning
+// with Gaussian Differential Privacy", arXiv 1911.11607). It only guides
+// the search.
+func muForCLT(sigma, q float64, steps int) float64 {
+	return q * math.Sqrt(float64(steps)*math.Expm1(1/(sigma*sigma)))
+}
+
+// sigmaForCLT inverts muForCLT: the sigma whose central-limit level is mu
+// (1 when mu is out of range).
+func sigmaForCLT(mu, q float64, steps int) float64 {
+	r := mu * mu / (q * q * float64(steps))
+	if !(r > 0) || math.IsInf(r, 0) {
+		return 1
+	}
+	return 1 / math.Sqrt(math.Log1p(r))
 }

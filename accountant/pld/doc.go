@@ -79,7 +79,8 @@
 // (sensitivity, scale), truncated Laplace in closed form (TruncatedLaplace),
 // any additive noise given as a probability vector on an integer grid
 // (Discrete), and mixtures of uniform laws on equal intervals, pessimistic
-// over every shift of up to a number of intervals (GridNoise). CalibrateSubsampledGaussian bisects the
-// noise multiplier for a target (epsilon, delta); GaussianEpsilon converts a
+// over every shift of up to a number of intervals (GridNoise). CalibrateSubsampledGaussian finds the
+// noise multiplier for a target (epsilon, delta) by secant steps guided by the
+// central limit theorem, then bisection if needed; GaussianEpsilon converts a
 // mu-GDP target to epsilon at delta.
 package pld
