@@ -152,6 +152,11 @@ func (l *Ledger) Decide(ctx context.Context, c Charge) (*Decision, error) {
 	return d, nil
 }
 
+// Ready reports whether the decision was made (at the head Decide read):
+// Commit reuses it if that is still the head. A decision that is not ready
+// is made by Commit.
+func (d *Decision) Ready() bool { return d != nil && d.fs != nil }
+
 // Commit charges a decision as Charge charges its Charge, in one IMMEDIATE
 // transaction committed before Commit returns: it reuses the decision when
 // the chain's head (id and hash of its last row, read inside the

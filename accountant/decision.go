@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // The budget decision: whether one more entry fits a scope's budget. It is a
@@ -64,12 +65,16 @@ func certifiedEpsilon(comp Composition, delta, tv float64) (float64, error) {
 			return e, nil
 		}
 	}
+	certifiedSearches.Add(1)
 	e, err := certifiedEpsilonBracket(comp, delta, tv)
 	if err == nil && key != "" {
 		certified.put(key, e)
 	}
 	return e, err
 }
+
+// certifiedSearches counts the root searches certifiedEpsilon ran (tests).
+var certifiedSearches atomic.Int64
 
 // certifiedMemo remembers recent certified epsilons by content.
 type certifiedMemo struct {

@@ -161,3 +161,41 @@ func TestConcurrentDecisionsNeverOverspend(t *testing.T) {
 		t.Errorf("%d commits succeeded, %d charges recorded with mu %.6g; want 4, 4, <= 1", ok, n, mu)
 	}
 }
+
+// A decision made ahead of a charge leaves its certified epsilon in the
+// memo: a Charge of the same mechanism at the same head, which decides again
+// inside its transaction, runs no second root search (dp_avgmix's head start
+// relies on this), while a charge at a moved head searches again.
+func TestDecideAheadFillsTheMemo(t *testing.T) {
+	ctx := context.Background()
+	l, _, path := newLedger(t, mustBudget(t, "default", 10, 0, 1e-5))
+	sub := func(sigma float64) Charge {
+		return Charge{Scope: "default", Mechanism: Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: sigma, Steps: 500}, Details: map[string]any{"noise_tv": 1e-30}}
+	}
+	d, err := l.Decide(ctx, sub(1.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Ready() {
+		t.Fatal("Decide made no decision on a fresh ledger")
+	}
+	before := certifiedSearches.Load()
+	if _, err := l.Charge(ctx, sub(1.5), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := certifiedSearches.Load() - before; n != 0 {
+		t.Errorf("the charge ran %d certified-epsilon searches after Decide, want 0 (memo hit)", n)
+	}
+	// Another process charges: the next charge composes with more spend,
+	// a composition nobody priced yet.
+	if _, err := otherProcess(t, path).Charge(ctx, gauss(1), nil); err != nil {
+		t.Fatal(err)
+	}
+	before = certifiedSearches.Load()
+	if _, err := l.Charge(ctx, sub(1.5), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := certifiedSearches.Load() - before; n == 0 {
+		t.Error("a charge at a new head found its certified epsilon in the memo without a search")
+	}
+}

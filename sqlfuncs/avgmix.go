@@ -1,6 +1,7 @@
 package sqlfuncs
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -94,8 +95,11 @@ func (a *avgmixAgg) Step(features, label, opts any) (err error) {
 // nothing. Its result reaches the release through the process's memo of
 // calibrations (calibrateSubsampled), which the release's own, identical
 // request then finds; a request that differs (the budget changed meanwhile)
-// calibrates anew. Everything the release decides is still decided, checked
-// and priced in Done: any error here only loses the head start.
+// calibrates anew. It then quotes the release and makes the charge's budget
+// decision (Ledger.Decide, which writes nothing), whose certified epsilon the
+// charge then finds in the accountant's memo. Everything the release decides
+// is still decided, checked and priced in Done: any error here only loses
+// the head start.
 func (a *avgmixAgg) startCalibration() {
 	const fn = "dp_avgmix"
 	var o avgmixOptions
@@ -140,10 +144,36 @@ func (a *avgmixAgg) startCalibration() {
 			}
 			return sigma, err
 		}
-		// Only q and the steps matter here; the release plans with its own
-		// dimensions and noise.
-		_, err = avgmix.NewPlan(nil, *o.N, 1, 1, p)
+		k := a.rows.K
+		if a.rows.Classes != nil && o.Classes != nil {
+			k = *o.Classes
+		}
+		plan, err := avgmix.NewPlan(nil, *o.N, a.rows.D, k, p)
+		if err != nil {
+			return
+		}
+		// The budget decision of the charge the release will make, priced
+		// now: its certified epsilon (the composition with the scope's
+		// spend, some tens of milliseconds) is remembered by content, so
+		// the charge's own decision, made again inside its transaction at
+		// whatever head the chain has then, finds it when nothing changed.
+		q, err := plan.Quote(nil, avgmixRecord(o, *o.N, eps, delta), st.Delta, accountant.Price)
+		if err != nil {
+			return
+		}
+		if l, err := c.ledger(); err == nil {
+			d, _ := l.Decide(context.Background(), accountant.Charge{Scope: scope, Quote: &q})
+			if d.Ready() {
+				countsOf(calibrationProblem{Q: plan.Q, Steps: plan.Steps, Epsilon: eps, Delta: delta}.key()).decided.Add(1)
+			}
+		}
 	}()
+}
+
+// avgmixRecord is the ledger record of a release of n asserted rows at the
+// target (eps, delta), before the quote completes it.
+func avgmixRecord(o avgmixOptions, n int, eps, delta float64) mechanism.Avgmix {
+	return mechanism.Avgmix{Into: o.Into, N: n, NSource: mechanism.NAsserted, TargetEpsilon: eps, TargetDelta: delta}
 }
 
 // waitCalibration waits for the calibration startCalibration started, if any.
@@ -438,7 +468,7 @@ func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, n int, nc *noi
 	const fn = "dp_avgmix"
 	r := &a.rows
 	o, k, delta := req.o, req.k, req.delta
-	rec := mechanism.Avgmix{Into: o.Into, N: n, NSource: mechanism.NAsserted, TargetEpsilon: req.eps, TargetDelta: delta}
+	rec := avgmixRecord(o, n, req.eps, delta)
 	var prior *mechanism.Mechanism
 	if nc != nil {
 		rec.NSource, rec.NNoisy, rec.MuN = mechanism.NNoisyCount, &nc.value, nc.mu

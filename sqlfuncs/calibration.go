@@ -91,7 +91,7 @@ var calibrating sync.Map // problem key -> chan struct{}, closed when done
 // finished; tests read them.
 var calibrationCounts sync.Map // problem key -> *calibrationCount
 
-type calibrationCount struct{ solves, heads atomic.Int64 }
+type calibrationCount struct{ solves, heads, decided atomic.Int64 }
 
 // countsOf returns the counts of a problem key.
 func countsOf(key string) *calibrationCount {

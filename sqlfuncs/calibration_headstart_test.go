@@ -15,8 +15,9 @@ import (
 
 // TestCalibrationHeadStart checks dp_avgmix's head start: with n asserted and
 // Poisson sampling the calibration starts at the first row and the release
-// uses its result (one calibration in all, not two), and the charged sigma is
-// exactly the calibration of the charged problem; where the problem depends
+// uses its result (one calibration in all, not two) and makes the charge's
+// budget decision ahead, and the charged sigma is exactly the calibration of
+// the charged problem; where the problem depends
 // on more than the options (a noisy count, hierarchical class draws) no head
 // start runs.
 func TestCalibrationHeadStart(t *testing.T) {
@@ -35,6 +36,7 @@ func TestCalibrationHeadStart(t *testing.T) {
 			db := openDB(t, `SELECT dp_init(100)`)
 			fillTrain(t, db, "train", 2000, 4, 2)
 			solves0, heads0 := sqlfuncs.CalibrationCounts(1493)
+			decided0 := sqlfuncs.DecisionsAhead(1493)
 			opts := `'classes', 2, 'into', 'r', 'T', 1493, 'm', 16` // T is this test's alone: the counts are per problem
 			if !strings.Contains(tc.opts, "epsilon") {
 				opts += `, 'mu', 1.0`
@@ -49,6 +51,10 @@ func TestCalibrationHeadStart(t *testing.T) {
 			solves, heads := sqlfuncs.CalibrationCounts(1493)
 			if got := heads - heads0; got != tc.heads {
 				t.Errorf("%d head starts finished, want %d", got, tc.heads)
+			}
+			// Each head start also made the charge's budget decision.
+			if got := sqlfuncs.DecisionsAhead(1493) - decided0; got != tc.heads {
+				t.Errorf("%d head starts made the charge's decision ahead, want %d", got, tc.heads)
 			}
 			// (Hierarchical sampling charges the most steps any class takes,
 			// not T: its calibration is counted elsewhere.)

@@ -29,6 +29,19 @@ func CalibrationCounts(steps int) (solves, heads int64) {
 	return solves, heads
 }
 
+// DecisionsAhead returns how many dp_avgmix head starts of problems of T
+// steps made their charge's budget decision ahead.
+func DecisionsAhead(steps int) (n int64) {
+	calibrationCounts.Range(func(k, v any) bool {
+		var p calibrationProblem
+		if json.Unmarshal([]byte(k.(string)), &p) == nil && p.Steps == steps {
+			n += v.(*calibrationCount).decided.Load()
+		}
+		return true
+	})
+	return n
+}
+
 // RegisterTestFunc adds a scalar SQL function f of any number of arguments,
 // through the same shim as dpsql's functions, to every registered connection
 // of the file path.
