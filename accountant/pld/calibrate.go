@@ -76,6 +76,9 @@ func GaussianMuFor(eps, delta float64) float64 {
 // evaluates.
 var calibrateHook func(sigma float64)
 
+// coarseFactor is how much coarser the calibration's first stage grid is.
+const coarseFactor = 8
+
 // bandEps is how far below its target (relative) a calibrated sigma's
 // epsilon may be. Epsilon falls at least as fast as 1/sigma here (the
 // central-limit level q sqrt(T (e^(1/sigma^2) - 1)) does, and epsilon grows
@@ -91,9 +94,10 @@ func CalibrateSubsampledGaussian(q float64, steps int, epsilon, delta float64) (
 // CalibrateSubsampledGaussian returns (to a relative 1e-4) the smallest noise
 // multiplier sigma such that steps compositions of the Poisson-subsampled
 // Gaussian mechanism with rate q are (epsilon, delta)-DP by this package's
-// rigorous accounting: a bisection on log sigma started from the central
-// limit theorem's guess. The sigma returned has itself been checked:
-// its rigorous epsilon does not exceed the target.
+// rigorous accounting: two evaluations on a coarser grid and secant steps
+// guided by the central limit theorem, then, if they have not converged, a
+// bisection (Illinois) on log sigma. The sigma returned has itself been
+// checked: its rigorous epsilon does not exceed the target.
 func (c Config) CalibrateSubsampledGaussian(q float64, steps int, epsilon, delta float64) (float64, error) {
 	sigma, _, err := c.CalibrateSubsampledGaussianPLD(q, steps, epsilon, delta)
 	return sigma, err
@@ -166,6 +170,43 @@ func (c Config) CalibrateSubsampledGaussianPLD(q float64, steps int, epsilon, de
 	// where to evaluate: every sigma is checked by excess, and a step that
 	// leaves the bracket, or a fourth one, hands over to the bisection.
 	aim := math.Log(GaussianMuFor(epsilon*(1-bandEps/2), delta))
+	// A coarse first stage: the same accounting on a grid coarseFactor
+	// times coarser costs a fraction of a fine evaluation and overstates
+	// epsilon by a fraction of a percent (Fashion-MNIST's shape: 38 ms and
+	// +0.35% against 95 ms). Two coarse evaluations, the guess and a step of
+	// slope 1, give the local slope and a start for the fine steps; nothing
+	// coarse is ever returned or compared with the target.
+	slope0 := 1.0
+	if cc, err := c.withDefaults(); err == nil && cc.Interval*coarseFactor <= 1 {
+		cc.Interval *= coarseFactor
+		level := func(sigma float64) (u, v float64, ok bool) {
+			p, err := cc.SubsampledGaussian(q, sigma)
+			if err == nil {
+				p, err = p.SelfCompose(steps)
+			}
+			if err != nil {
+				return 0, 0, false
+			}
+			e, err := p.Epsilon(delta)
+			if err != nil {
+				return 0, 0, false
+			}
+			u, v = math.Log(muForCLT(sigma, q, steps)), math.Log(GaussianMuFor(e, delta))
+			return u, v, !math.IsInf(u, 0) && !math.IsNaN(u) && !math.IsInf(v, 0) && !math.IsNaN(v)
+		}
+		if u0, v0, ok := level(sigma); ok {
+			s1 := sigmaForCLT(math.Exp(u0+aim-v0), q, steps)
+			if u1, v1, ok := level(s1); ok && u1 != u0 {
+				if s := (v1 - v0) / (u1 - u0); s > 0.5 && s < 2 {
+					slope0 = s
+				}
+				sigma = sigmaForCLT(math.Exp(u1+(aim-v1)/slope0), q, steps)
+			}
+		}
+		if !(sigma > 1e-3) {
+			sigma = 1e-3
+		}
+	}
 	var pu, pv float64
 	for i := range 4 {
 		f, err := excess(sigma)
@@ -190,7 +231,7 @@ func (c Config) CalibrateSubsampledGaussianPLD(q float64, steps int, epsilon, de
 		if math.IsInf(u, 0) || math.IsNaN(u) || math.IsInf(v, 0) || math.IsNaN(v) {
 			break
 		}
-		slope := 1.0
+		slope := slope0
 		if i > 0 && u != pu {
 			if s := (v - pv) / (u - pu); s > 0.5 && s < 2 {
 				slope = s
