@@ -144,8 +144,14 @@ func (a *avgmixAgg) startCalibration() {
 			}
 			return sigma, err
 		}
+		// K as the release takes it: the label vectors' length, or the
+		// public "classes" for INTEGER labels (without it the release is
+		// refused; the largest label seen is never used).
 		k := a.rows.K
-		if a.rows.Classes != nil && o.Classes != nil {
+		if a.rows.Classes != nil {
+			if o.Classes == nil {
+				return
+			}
 			k = *o.Classes
 		}
 		plan, err := avgmix.NewPlan(nil, *o.N, a.rows.D, k, p)
