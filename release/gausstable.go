@@ -48,14 +48,18 @@ type gaussTable struct {
 	c2     float64   // 1/(24 s^4)
 }
 
-// block maps a uniform word to a block index and its squeeze.
+// block maps a uniform word to a block index and its squeeze. The choice is
+// written for a conditional move: the coin is unpredictable, so a branch
+// would often be mispredicted.
 func (t *gaussTable) block(u uint64) (uint32, uint32) {
-	col := u >> t.shift
+	col := u >> (t.shift & 63)
 	c := &t.cols[col]
+	own, alt := c.sq[0], c.sq[1]
+	j, sq := c.alias, alt
 	if u&t.cmask < c.thr {
-		return uint32(col), c.sq[0]
+		j, sq = uint32(col), own
 	}
-	return c.alias, c.sq[1]
+	return j, sq
 }
 
 // propose maps a uniform word to a proposal in block j: bits 0-6 give the

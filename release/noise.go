@@ -274,32 +274,50 @@ func (n *Noise) Rand() *mrand.Rand { return n.r }
 // Tables depend only on s. One takes 24 bytes per alias column, a power of
 // two >= J, and 16 bytes per block (at most 300 KiB), builds in about a
 // millisecond, and is cached (at most 64 tables, shared by all goroutines).
-func (n *Noise) AddGaussian(dst []float64, sigma float64) {
-	t, g := n.gaussTable(sigma)
-	invg, lim := 1/g, 0x1p52*g
-	src := n.src
-	for i, x := range dst {
-		if math.Abs(x) < lim { // NaN and ±Inf pass through unchanged
-			x = math.RoundToEven(x*invg) * g
-		}
-		dst[i] = x + float64(t.sample(src))*g
-	}
-}
+func (n *Noise) AddGaussian(dst []float64, sigma float64) { addGaussian(n, dst, sigma) }
 
 // AddGaussian32 is [Noise.AddGaussian] for float32 vectors. The sum is formed
 // exactly in float64 on the grid and then rounded to float32, which is
 // post-processing.
-func (n *Noise) AddGaussian32(dst []float32, sigma float64) {
+func (n *Noise) AddGaussian32(dst []float32, sigma float64) { addGaussian(n, dst, sigma) }
+
+// addGaussian is AddGaussian for both element types. Each coordinate's first
+// try is [gaussTable.sample]'s loop body written out here, with the stream's
+// next2 inlined by hand (its read position p lives in a register and is
+// stored back around calls), so the common case, a try accepted by the
+// squeeze, costs no call. A rejected first try goes on in sample, which
+// starts again from the block: the same tries on the same words, the same law.
+func addGaussian[F float32 | float64](n *Noise, dst []F, sigma float64) {
 	t, g := n.gaussTable(sigma)
 	invg, lim := 1/g, 0x1p52*g
 	src := n.src
-	for i, x32 := range dst {
-		x := float64(x32)
-		if math.Abs(x) < lim {
+	buf, p := &src.buf, src.pos
+	for i, xf := range dst {
+		x := float64(xf)
+		if math.Abs(x) < lim { // NaN and ±Inf pass through unchanged
 			x = math.RoundToEven(x*invg) * g
 		}
-		dst[i] = float32(x + float64(t.sample(src))*g)
+		var u0, u uint64
+		if p <= streamWords-2 {
+			u0, u = buf[p], buf[p+1]
+			p += 2
+		} else {
+			src.pos = p
+			u0, u = src.next2Slow()
+			p = src.pos
+		}
+		j, sq := t.block(u0)
+		k, mm := propose(j, u)
+		if uint32(u>>32) >= sq {
+			src.pos = p
+			if !t.accept(j, mm, u>>8, src) {
+				k = t.sample(src)
+			}
+			p = src.pos
+		}
+		dst[i] = F(x + float64(k)*g)
 	}
+	src.pos = p
 }
 
 // gaussTable validates sigma and returns the sampling table for s = sigma/g
