@@ -69,13 +69,13 @@ func newStream(seed [32]byte) *stream {
 	if useAES {
 		return newAESStream(&seed, &[aes.BlockSize]byte{})
 	}
-	return &stream{pos: streamBytes, cha: mrand.NewChaCha8(seed)}
+	return &stream{pos: streamWords, cha: mrand.NewChaCha8(seed)}
 }
 
 // newAESStream returns the AES-256-CTR stream with the given key and first
 // counter block (zero for every Noise; tests use others).
 func newAESStream(key *[32]byte, iv *[aes.BlockSize]byte) *stream {
-	s := &stream{pos: streamBytes}
+	s := &stream{pos: streamWords}
 	s.setKey(key, iv)
 	return s
 }
