@@ -4,7 +4,6 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
-	mrand "math/rand/v2"
 )
 
 // The rounded-Gaussian sampler's tables. The algorithm and its error bound
@@ -49,14 +48,18 @@ type gaussTable struct {
 	c2     float64   // 1/(24 s^4)
 }
 
-// block maps a uniform word to a block index and its squeeze.
+// block maps a uniform word to a block index and its squeeze. The choice is
+// written for a conditional move: the coin is unpredictable, so a branch
+// would often be mispredicted.
 func (t *gaussTable) block(u uint64) (uint32, uint32) {
-	col := u >> t.shift
+	col := u >> (t.shift & 63)
 	c := &t.cols[col]
+	own, alt := c.sq[0], c.sq[1]
+	j, sq := c.alias, alt
 	if u&t.cmask < c.thr {
-		return uint32(col), c.sq[0]
+		j, sq = uint32(col), own
 	}
-	return c.alias, c.sq[1]
+	return j, sq
 }
 
 // propose maps a uniform word to a proposal in block j: bits 0-6 give the
@@ -69,10 +72,10 @@ func propose(j uint32, u uint64) (k, mm int64) {
 }
 
 // sample draws one k.
-func (t *gaussTable) sample(src *mrand.ChaCha8) int64 {
+func (t *gaussTable) sample(src *stream) int64 {
 	for {
-		j, sq := t.block(src.Uint64())
-		u := src.Uint64()
+		u0, u := src.next2()
+		j, sq := t.block(u0)
 		k, mm := propose(j, u)
 		// Bits 8-63 of u are the first 56 bits of the acceptance uniform.
 		if uint32(u>>32) < sq || t.accept(j, mm, u>>8, src) {
@@ -95,7 +98,7 @@ func (t *gaussTable) alphaHat(j uint32, mm int64) float64 {
 
 // accept decides U < alpha_j(mm) for the uniform U whose first 56 bits are a,
 // drawing further bits from src only on the slow path.
-func (t *gaussTable) accept(j uint32, mm int64, a uint64, src *mrand.ChaCha8) bool {
+func (t *gaussTable) accept(j uint32, mm int64, a uint64, src *stream) bool {
 	al := t.alphaHat(j, mm)
 	if a < uint64(al*(1-gaussTau)*0x1p56) {
 		return true // U < (a+1)/2^56 <= alpha_hat (1 - tau) <= alpha
@@ -109,7 +112,7 @@ func (t *gaussTable) accept(j uint32, mm int64, a uint64, src *mrand.ChaCha8) bo
 // slowAccept compares U (first 56 bits a, then three words of src) with
 // alpha_j(mm) computed to 2^-230: it accepts iff the 248-bit prefix of U is
 // below floor(2^248 alphaBig).
-func (t *gaussTable) slowAccept(j uint32, mm int64, a uint64, src *mrand.ChaCha8) bool {
+func (t *gaussTable) slowAccept(j uint32, mm int64, a uint64, src *stream) bool {
 	thr, _ := new(big.Float).SetMantExp(t.alphaBig(j, mm), 248).Int(nil)
 	u := new(big.Int).SetUint64(a)
 	for range 3 {

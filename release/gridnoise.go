@@ -14,7 +14,7 @@ import (
 //
 //   - an interval j is chosen by an integer alias table (Walker/Vose) over the
 //     quantised weights w (summing to 2^63): one 64-bit word of the Noise's
-//     ChaCha8 stream gives the column (top bits) and the coin (low bits);
+//     stream gives the column (top bits) and the coin (low bits);
 //   - a point is chosen uniformly among the m grid cells of the interval
 //     (math/rand/v2's Uint64N, exact), and the release is
 //     y = (r + (j - H) m + t + 1/2) g for r = round(x/g).

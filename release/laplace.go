@@ -16,7 +16,7 @@ import (
 // as its continuous law at sensitivity S + g, and the grid sampler itself is
 // exact: k is drawn with integer arithmetic only (Bernoulli(exp(-n/d)) and
 // geometric draws of Canonne, Kamath and Steinke, "The Discrete Gaussian for
-// Differential Privacy", arXiv:2004.00010), from the Noise's ChaCha8 stream.
+// Differential Privacy", arXiv:2004.00010), from the Noise's word stream.
 // No floating-point inverse CDF is involved and y is a fixed function of the
 // integer r + k.
 //

@@ -52,3 +52,28 @@ func BenchmarkTableBuild(b *testing.B) {
 	size := len(t.cols)*int(unsafe.Sizeof(gaussColumn{})) + 16*t.nblk // columns, then W_j and beta_j
 	b.ReportMetric(float64(size)/1024, "KiB")
 }
+
+// BenchmarkAddGaussianRelease adds noise to 256 dp_avgmix outputs of the
+// Fashion-MNIST shape (784 features and 10 labels each) in one call, as a
+// release's worker does, on each of the two generators.
+func BenchmarkAddGaussianRelease(b *testing.B) {
+	for _, gen := range generators {
+		b.Run(gen.name, func(b *testing.B) {
+			if gen.aes && !hardwareAES() {
+				b.Skip("no AES instructions: Noise uses ChaCha8 only")
+			}
+			setGenerator(b, gen.aes)
+			n := NewSeededNoise(1)
+			v := make([]float64, 794*256)
+			n.AddGaussian(v, benchSigma)
+			b.SetBytes(int64(8 * len(v)))
+			b.ResetTimer()
+			for b.Loop() {
+				n.AddGaussian(v, benchSigma)
+			}
+			perElem := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / float64(len(v))
+			b.ReportMetric(perElem, "ns/sample")
+			b.ReportMetric(1e3/perElem, "Msamples/s")
+		})
+	}
+}

@@ -308,7 +308,9 @@ func blockSqueeze(tab *gaussTable, j int) (uint32, bool) {
 // proposals whose 56 bits equal floor(2^56 alpha), acceptance must follow the
 // 248-bit comparison (checked by replaying the stream) and, over many draws,
 // happen with probability frac(2^56 alpha).
-func TestNoiseSlowPath(t *testing.T) {
+func TestNoiseSlowPath(t *testing.T) { forGenerators(t, testNoiseSlowPath) }
+
+func testNoiseSlowPath(t *testing.T) {
 	tab, _ := tableFor(t, 3)
 	const draws = 3000
 	for _, c := range []struct{ j, off int64 }{{0, 5}, {3, 77}, {int64(tab.nblk / 2), 128}, {int64(tab.nblk - 1), 0}} {
@@ -352,7 +354,9 @@ func TestNoiseSlowPath(t *testing.T) {
 
 // TestNoiseMoments checks mean ~ 0 and variance ~ s^2 + 1/12 of sampled k
 // within 5 standard errors.
-func TestNoiseMoments(t *testing.T) {
+func TestNoiseMoments(t *testing.T) { forGenerators(t, testNoiseMoments) }
+
+func testNoiseMoments(t *testing.T) {
 	const count = 2_000_000
 	for i, tc := range noiseScales {
 		t.Run(tc.name, func(t *testing.T) {
@@ -404,7 +408,9 @@ func ksStat(x []float64, cdf func(float64) float64) (d, p float64) {
 
 // TestNoiseKS compares (output - x)/sigma of AddGaussian and AddGaussian32
 // with the standard normal, and checks that the test rejects a 2% scale error.
-func TestNoiseKS(t *testing.T) {
+func TestNoiseKS(t *testing.T) { forGenerators(t, testNoiseKS) }
+
+func testNoiseKS(t *testing.T) {
 	const count = 1 << 20
 	std := distuv.Normal{Mu: 0, Sigma: 1}
 	for i, tc := range noiseScales {
@@ -468,7 +474,9 @@ func TestNoiseKS(t *testing.T) {
 // one bin per integer near the centre (block edges at +-128 included), and
 // 128-wide bins aligned with the sampler's blocks out to 3s. The control uses
 // P for 1.02 s and must be rejected.
-func TestNoiseChiSquare(t *testing.T) {
+func TestNoiseChiSquare(t *testing.T) { forGenerators(t, testNoiseChiSquare) }
+
+func testNoiseChiSquare(t *testing.T) {
 	const count = 2_000_000
 	type binning struct {
 		name  string
@@ -545,7 +553,9 @@ func TestNoiseChiSquare(t *testing.T) {
 
 // TestNoiseTail checks that the largest |k| of 2e6 draws is plausible for a
 // Gaussian (between 4 s and 7 s) and that the table's cut is where it says.
-func TestNoiseTail(t *testing.T) {
+func TestNoiseTail(t *testing.T) { forGenerators(t, testNoiseTail) }
+
+func testNoiseTail(t *testing.T) {
 	const count = 2_000_000
 	for i, tc := range noiseScales {
 		t.Run(tc.name, func(t *testing.T) {
@@ -589,7 +599,9 @@ func TestNoiseTail(t *testing.T) {
 // TestNoiseGrid checks that outputs lie exactly on the grid, equal
 // (round(x/g) + k)*g for the k the stream produces, and that special values
 // and bad scales are handled.
-func TestNoiseGrid(t *testing.T) {
+func TestNoiseGrid(t *testing.T) { forGenerators(t, testNoiseGrid) }
+
+func testNoiseGrid(t *testing.T) {
 	sigmas := []float64{1, 3, 0.1, 1e-5, 1e6, 12345.678, 0x1p-990, 1e300}
 	for si, sigma := range sigmas {
 		g := Grid(sigma)
@@ -670,10 +682,65 @@ func TestNoiseGrid(t *testing.T) {
 	}
 }
 
+// TestNoiseAddGaussianStream: AddGaussian and AddGaussian32 (which read the
+// stream's buffer directly) consume exactly the words sample does, draw for
+// draw, over many refills, with pairs straddling a refill (one word taken
+// first) and with rejected tries, and leave the stream where sample does.
+func TestNoiseAddGaussianStream(t *testing.T) { forGenerators(t, testNoiseAddGaussianStream) }
+
+func testNoiseAddGaussianStream(t *testing.T) {
+	const count = 20 * streamWords
+	const sigma = 3
+	g := Grid(sigma)
+	for _, skip := range []int{0, 1} {
+		for _, typ := range []string{"float64", "float32"} {
+			n, rep := NewSeededNoise(uint64(700+skip)), NewSeededNoise(uint64(700+skip))
+			for range skip {
+				n.src.Uint64()
+				rep.src.Uint64()
+			}
+			out := make([]float64, count)
+			if typ == "float64" {
+				n.AddGaussian(out, sigma)
+			} else {
+				v := make([]float32, count)
+				n.AddGaussian32(v, sigma)
+				for i, x := range v {
+					out[i] = float64(x)
+				}
+			}
+			tab, _ := rep.gaussTable(sigma)
+			rejected := 0
+			for i, o := range out {
+				before := rep.src.pos
+				k := tab.sample(rep.src)
+				if (rep.src.pos-before)%streamWords != 2 {
+					rejected++
+				}
+				want := float64(k) * g
+				if typ == "float32" {
+					want = float64(float32(want))
+				}
+				if o != want {
+					t.Fatalf("skip %d %s: coordinate %d is %g, replayed k*g = %g", skip, typ, i, o, want)
+				}
+			}
+			if rejected == 0 {
+				t.Errorf("skip %d %s: no rejected try in %d draws; the test needs some", skip, typ, count)
+			}
+			if a, b := n.src.Uint64(), rep.src.Uint64(); a != b {
+				t.Errorf("skip %d %s: streams out of step after the draws", skip, typ)
+			}
+		}
+	}
+}
+
 func formatG(x float64) string { return "sigma=" + strconv.FormatFloat(x, 'g', -1, 64) }
 
 // TestNoiseStreams: same seed same stream, different seeds and Split children differ.
-func TestNoiseStreams(t *testing.T) {
+func TestNoiseStreams(t *testing.T) { forGenerators(t, testNoiseStreams) }
+
+func testNoiseStreams(t *testing.T) {
 	draw := func(n *Noise) []float64 {
 		v := make([]float64, 64)
 		n.AddGaussian(v, 1)

@@ -13,9 +13,9 @@
 //	   --noise, divide by m (secure stream)--> records --group by part--> staging files
 //
 // Every row is clipped with avgmix's ClipRow and joins each output t
-// independently with probability q (Plan.SampleRow, drawn from a ChaCha8
-// stream that each DoFn instance seeds from crypto/rand in Setup, never from
-// pipeline options). Its clipped feature and label rows are added, in
+// independently with probability q (Plan.SampleRow, drawn from the stream of
+// a release.Noise that each DoFn instance keys from crypto/rand in Setup,
+// never from pipeline options). Its clipped feature and label rows are added, in
 // float64, to the output's accumulator; the values are quantised so the sums
 // are exact, and so they do not depend on how Beam splits, orders or merges
 // them. Outputs travel in blocks of consecutive indices (DefaultBlockBytes,
