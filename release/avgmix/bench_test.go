@@ -46,12 +46,15 @@ func benchRelease(b *testing.B, sampling string, p float64) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for b.Loop() {
 		if err := Release(noise, data, plan, emit); err != nil {
 			b.Fatal(err)
 		}
 	}
+	cpu := processCPU() - cpu0
 	rows := float64(b.N) * float64(plan.T)
+	b.ReportMetric(cpu/float64(b.N), "cpu-s/op")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/rows, "ns/row")
 	b.ReportMetric(rows/b.Elapsed().Seconds(), "rows/s")
 	_ = sink
@@ -75,32 +78,36 @@ func BenchmarkRelease(b *testing.B) { benchRelease(b, Poisson, 0) }
 func BenchmarkReleaseHierarchical(b *testing.B) { benchRelease(b, Hierarchical, 0.3) }
 
 // BenchmarkGather measures the sums alone: 64 random rows of 784 features per
-// output, on one goroutine (4.2-4.5 us per output on the VM above; the plain
-// Go loop without SIMD or prefetch took about 24 us).
+// output, on one goroutine, the rows stored as units (see group).
 func BenchmarkGather(b *testing.B) {
 	data := benchData()
+	units := make([]float32, len(data.X))
+	u := unitRow(&units[0], len(units))
+	for i, v := range data.X {
+		u[i] = int32(v * (1 << 23)) // v in [0, 1): units of 2^-23, below 2^23
+	}
+	data.X = units
 	r := rand.New(rand.NewPCG(3, 4))
-	acc := make([]float64, benchD)
-	zero := make([]float32, benchD)
+	acc, accY := make([]float64, benchD), make([]float64, benchK)
 	xr, err := newRows(data)
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &worker{data: data, x: xr, zero: zero}
-	for range benchM * 64 {
-		w.idx = append(w.idx, int32(r.IntN(benchN)))
-	}
-	b.ResetTimer()
-	var g group
+	w := &worker{data: data, x: xr, zero: make([]float32, benchD), units: make([]int32, benchD)}
+	const outputs = 256
+	cpu0 := processCPU()
 	for b.Loop() {
-		clear(acc)
-		for p := 0; p < len(w.idx); p += 8 {
-			for k := range 8 {
-				g[k], _ = w.rowPtrs(p + k)
-				g[8+k], g[16+k] = w.rowPtrs(p + 8 + k)
-			}
-			addGroup(acc, &g)
+		b.StopTimer()
+		w.idx = w.idx[:0] // fresh rows: the table does not fit the caches
+		for range benchM * outputs {
+			w.idx = append(w.idx, int32(r.IntN(benchN)))
+		}
+		b.StartTimer()
+		for o := range outputs {
+			clear(acc)
+			w.sum(o*benchM, (o+1)*benchM, 0x1p-23, acc, accY)
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/64, "ns/output")
+	b.ReportMetric((processCPU()-cpu0)*1e9/float64(b.N)/outputs, "cpu-ns/output")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/outputs, "ns/output")
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	mrand "math/rand/v2"
+	"unsafe"
 )
 
 // skipper walks a Poisson subset of positions 0..total-1, each included
@@ -52,10 +53,33 @@ func quantStep(c float64) float64 {
 // has norm <= c (1 - clipMargin)(1 + (dim+7) u) < c, as dim <= MaxDim makes
 // (dim+7) u far below clipMargin. A final check recomputes each norm.
 func clipRows(v []float32, dim int, c float64) error {
+	_, err := clip(v, dim, c, false)
+	return err
+}
+
+// clipUnits is clipRows, but stores each clipped value y = u h (h =
+// quantStep(c)) as its units: the int32 u, |u| < 2^24, in the float32's four
+// bytes (see group). It returns the number of rows it stored, all of them
+// unless it fails; fromUnits turns them back into clipRows' values (with +0
+// for every zero).
+func clipUnits(v []float32, dim int, c float64) (int, error) { return clip(v, dim, c, true) }
+
+// fromUnits turns the units clipUnits stored in v back into floats.
+func fromUnits(v []float32, c float64) {
+	h := quantStep(c)
+	for j, u := range unitRow(unsafe.SliceData(v), len(v)) {
+		v[j] = float32(float64(u) * h)
+	}
+}
+
+// clip is clipRows, storing units if units is set; it returns the number of
+// rows stored.
+func clip(v []float32, dim int, c float64, units bool) (int, error) {
 	h := quantStep(c)
 	invh := 1 / h
 	lim := c * (1 - clipMargin)
 	chk := c * (1 - clipMargin/2)
+	stored := 0
 	for off := 0; off < len(v); off += dim {
 		row := v[off : off+dim]
 		var ss float64
@@ -63,27 +87,32 @@ func clipRows(v []float32, dim int, c float64) error {
 			ss += float64(x) * float64(x)
 		}
 		if !finite(ss) {
-			return fmt.Errorf("row %d has a NaN or infinite value", off/dim)
+			return stored, fmt.Errorf("row %d has a NaN or infinite value", off/dim)
 		}
-		r := math.Sqrt(ss)
+		s := 1.0
+		if r := math.Sqrt(ss); r > lim {
+			s = lim / r
+		}
 		var out float64
-		if r <= lim {
+		if units {
+			u := unitRow(unsafe.SliceData(row), dim)
 			for j, x := range row {
-				y := math.Trunc(float64(x)*invh) * h
-				row[j] = float32(y)
+				t := math.Trunc(float64(x) * s * invh)
+				u[j] = int32(t)
+				y := t * h
 				out += y * y
 			}
 		} else {
-			s := lim / r
 			for j, x := range row {
 				y := math.Trunc(float64(x)*s*invh) * h
 				row[j] = float32(y)
 				out += y * y
 			}
 		}
+		stored++
 		if math.Sqrt(out) > chk {
-			return fmt.Errorf("internal error: row %d has norm %v after clipping to %v", off/dim, math.Sqrt(out), c)
+			return stored, fmt.Errorf("internal error: row %d has norm %v after clipping to %v", off/dim, math.Sqrt(out), c)
 		}
 	}
-	return nil
+	return stored, nil
 }

@@ -1,0 +1,46 @@
+package avgmix
+
+// simdUnitKernels lists the SIMD unit kernels this machine runs.
+func simdUnitKernels() map[string]func(acc []int32, g *group) {
+	ks := map[string]func(acc []int32, g *group){}
+	simd := func(f func(*int32, *group, int)) func(acc []int32, g *group) {
+		return func(acc []int32, g *group) {
+			n := len(acc)
+			if n >= 16 {
+				f(&acc[0], g, n)
+			}
+			addUnitsGo(acc, g, n&^15, n)
+		}
+	}
+	if useAVX2 {
+		ks["avx2"] = simd(addUnitsAVX2)
+	}
+	if useAVX512 {
+		ks["avx512"] = simd(addUnitsAVX512)
+	}
+	return ks
+}
+
+// simdUnitSums lists the SIMD versions of unitSums this machine runs.
+func simdUnitSums() map[string]func(acc []float64, u []int32, h float64) {
+	ks := map[string]func(acc []float64, u []int32, h float64){}
+	if useAVX2 {
+		ks["avx2"] = func(acc []float64, u []int32, h float64) {
+			n := len(u)
+			if n >= 8 {
+				unitSumsAVX2(&acc[0], &u[0], n, h)
+			}
+			unitSumsGo(acc[n&^7:n], u[n&^7:], h)
+		}
+	}
+	if useAVX512 {
+		ks["avx512"] = func(acc []float64, u []int32, h float64) {
+			n := len(u)
+			if n >= 16 {
+				unitSumsAVX512(&acc[0], &u[0], n, h)
+			}
+			unitSumsGo(acc[n&^15:n], u[n&^15:], h)
+		}
+	}
+	return ks
+}
