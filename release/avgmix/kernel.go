@@ -3,15 +3,16 @@ package avgmix
 import "unsafe"
 
 // group holds the row pointers of one kernel call: feature rows 0-7 are
-// added into the accumulator; entries 8-15 are the next group's feature rows
-// and entries 16-23 its label rows, which the SIMD kernels prefetch while
-// they work. Unused slots point at a zero row.
+// added into the accumulator; entries 8-15 are the next group's feature rows,
+// entries 16-23 the first and 24-31 the last values of its label rows, which
+// the SIMD kernels prefetch while they work (a label row may straddle two
+// cache lines). Unused slots point at a zero row.
 //
 // During a release the feature rows hold units, not floats: each stored
 // value x = u h is replaced by the int32 u (|u| < 2^24, see clipUnits) in the
 // same four bytes. The pointers keep the *float32 type of the rows they
 // point into.
-type group [24]*float32
+type group [32]*float32
 
 // maxUnitRows is the largest number of rows whose units may be summed in one
 // int32: 127 (2^24 - 1) < 2^31.

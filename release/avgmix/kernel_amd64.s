@@ -4,8 +4,8 @@
 // rows add exactly with VPADDD: 8 (AVX2) or 16 (AVX-512) lanes per
 // instruction, against 4 float64 lanes and a conversion for float32 rows.
 // Each iteration covers 16 values (64 bytes, one cache line) of every row and
-// prefetches the same line of rows g[8..15]; the label rows g[16..23] are
-// prefetched once at the start. The gather is bound by memory: the
+// prefetches the same line of rows g[8..15]; the label rows (g[16..23] their
+// first values, g[24..31] their last) are prefetched once at the start. The gather is bound by memory: the
 // prefetches matter more than the lanes (see BenchmarkGather).
 
 // func addUnitsAVX2(acc *int32, grp *group, n int)
@@ -24,7 +24,7 @@ TEXT ·addUnitsAVX2(SB), NOSPLIT, $0-24
 	MOVQ 48(R13), R11
 	MOVQ 56(R13), R12
 
-	// Prefetch the next group's label rows.
+	// Prefetch the next group's label rows, first and last values.
 	MOVQ 128(R13), AX
 	PREFETCHT0 (AX)
 	MOVQ 136(R13), AX
@@ -40,6 +40,22 @@ TEXT ·addUnitsAVX2(SB), NOSPLIT, $0-24
 	MOVQ 176(R13), AX
 	PREFETCHT0 (AX)
 	MOVQ 184(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 192(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 200(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 208(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 216(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 224(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 232(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 240(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 248(R13), AX
 	PREFETCHT0 (AX)
 	XORQ AX, AX
 
@@ -110,7 +126,7 @@ TEXT ·addUnitsAVX512(SB), NOSPLIT, $0-24
 	MOVQ 48(R13), R11
 	MOVQ 56(R13), R12
 
-	// Prefetch the next group's label rows.
+	// Prefetch the next group's label rows, first and last values.
 	MOVQ 128(R13), AX
 	PREFETCHT0 (AX)
 	MOVQ 136(R13), AX
@@ -126,6 +142,22 @@ TEXT ·addUnitsAVX512(SB), NOSPLIT, $0-24
 	MOVQ 176(R13), AX
 	PREFETCHT0 (AX)
 	MOVQ 184(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 192(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 200(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 208(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 216(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 224(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 232(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 240(R13), AX
+	PREFETCHT0 (AX)
+	MOVQ 248(R13), AX
 	PREFETCHT0 (AX)
 	XORQ AX, AX
 

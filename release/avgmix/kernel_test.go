@@ -62,7 +62,7 @@ func checkKernels(t *testing.T, rows [][]float32, h float64, start []int32) {
 	units := unitsOf(t, rows, h)
 	var g group
 	for i := range g {
-		g[i] = &units[i%len(units)][0] // 8-23 stand for the rows to prefetch
+		g[i] = &units[i%len(units)][0] // 8-31 stand for the rows to prefetch
 	}
 	base := make([]float64, dim)
 	for j, s := range start {

@@ -326,14 +326,14 @@ func (w *worker) sample(t int) {
 	})
 }
 
-// rowPtrs returns pointers to the features and labels of entry p of w.idx,
-// or to the zero row if p is past the end.
-func (w *worker) rowPtrs(p int) (x, y *float32) {
+// rowPtrs returns pointers to the features and to the first and last label
+// of entry p of w.idx, or to the zero row if p is past the end.
+func (w *worker) rowPtrs(p int) (x, y, yEnd *float32) {
 	if p >= len(w.idx) {
-		return &w.zero[0], &w.zero[0]
+		return &w.zero[0], &w.zero[0], &w.zero[0]
 	}
 	i := int(w.idx[p])
-	return w.x.at(i), &w.data.Y[i*w.data.K]
+	return w.x.at(i), &w.data.Y[i*w.data.K], &w.data.Y[(i+1)*w.data.K-1]
 }
 
 // batch computes outputs t0..t1-1 into out, one row of D+K floats each. The
@@ -383,7 +383,7 @@ func (w *worker) sum(lo, hi int, h float64, acc, accY []float64) {
 		}
 		next := min(p+8, hi) // the next group: this output's, or the next output's first
 		for k := range 8 {
-			g[8+k], g[16+k] = w.rowPtrs(next + k)
+			g[8+k], g[16+k], g[24+k] = w.rowPtrs(next + k)
 		}
 		addUnits(u, &g)
 		inU += 8
