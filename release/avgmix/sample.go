@@ -82,10 +82,7 @@ func clip(v []float32, dim int, c float64, units bool) (int, error) {
 	stored := 0
 	for off := 0; off < len(v); off += dim {
 		row := v[off : off+dim]
-		var ss float64
-		for _, x := range row {
-			ss += float64(x) * float64(x)
-		}
+		ss := sumSquares(row)
 		if !finite(ss) {
 			return stored, fmt.Errorf("row %d has a NaN or infinite value", off/dim)
 		}
@@ -93,26 +90,63 @@ func clip(v []float32, dim int, c float64, units bool) (int, error) {
 		if r := math.Sqrt(ss); r > lim {
 			s = lim / r
 		}
-		var out float64
 		if units {
+			// |x s / h| < 2^24, so the conversion to int32 is in range; it
+			// truncates toward zero like clipRows' math.Trunc.
 			u := unitRow(unsafe.SliceData(row), dim)
 			for j, x := range row {
-				t := math.Trunc(float64(x) * s * invh)
-				u[j] = int32(t)
-				y := t * h
-				out += y * y
+				u[j] = int32(float64(x) * s * invh)
 			}
 		} else {
 			for j, x := range row {
-				y := math.Trunc(float64(x)*s*invh) * h
-				row[j] = float32(y)
-				out += y * y
+				row[j] = float32(math.Trunc(float64(x)*s*invh) * h)
 			}
 		}
 		stored++
-		if math.Sqrt(out) > chk {
-			return stored, fmt.Errorf("internal error: row %d has norm %v after clipping to %v", off/dim, math.Sqrt(out), c)
+		if out := math.Sqrt(clippedSquares(row, units, h)); out > chk {
+			return stored, fmt.Errorf("internal error: row %d has norm %v after clipping to %v", off/dim, out, c)
 		}
 	}
 	return stored, nil
+}
+
+// sumSquares returns the float64 sum of the squares of row, in four
+// interleaved partial sums (independent additions run in parallel; the
+// error bound of clipRows holds in any order).
+func sumSquares(row []float32) float64 {
+	var s0, s1, s2, s3 float64
+	j := 0
+	for ; j+4 <= len(row); j += 4 {
+		r := row[j : j+4 : j+4]
+		s0 += float64(r[0]) * float64(r[0])
+		s1 += float64(r[1]) * float64(r[1])
+		s2 += float64(r[2]) * float64(r[2])
+		s3 += float64(r[3]) * float64(r[3])
+	}
+	for ; j < len(row); j++ {
+		s0 += float64(row[j]) * float64(row[j])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// clippedSquares returns the sum of squares of a clipped row: of its values,
+// or of its units times h if units.
+func clippedSquares(row []float32, units bool, h float64) float64 {
+	if !units {
+		return sumSquares(row)
+	}
+	var s0, s1, s2, s3 float64
+	u := unitRow(unsafe.SliceData(row), len(row))
+	j := 0
+	for ; j+4 <= len(u); j += 4 {
+		r := u[j : j+4 : j+4]
+		s0 += float64(r[0]) * float64(r[0])
+		s1 += float64(r[1]) * float64(r[1])
+		s2 += float64(r[2]) * float64(r[2])
+		s3 += float64(r[3]) * float64(r[3])
+	}
+	for ; j < len(u); j++ {
+		s0 += float64(u[j]) * float64(u[j])
+	}
+	return ((s0 + s1) + (s2 + s3)) * h * h
 }
