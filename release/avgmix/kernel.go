@@ -50,5 +50,14 @@ func unitSumsGo(acc []float64, u []int32, h float64) {
 	clear(u)
 }
 
+// fromUnitsGo sets v[j] = float32(u) * h for the units u stored in v[j]. It
+// is exact for the steps quantStep returns (2^-124 <= h <= 2^77): |u| < 2^24
+// is a float32, and u h is a normal float32.
+func fromUnitsGo(v []float32, h float32) {
+	for j, u := range unitRow(unsafe.SliceData(v), len(v)) {
+		v[j] = float32(u) * h
+	}
+}
+
 // unitRow views the n values at p as the int32 units they hold.
 func unitRow(p *float32, n int) []int32 { return unsafe.Slice((*int32)(unsafe.Pointer(p)), n) }

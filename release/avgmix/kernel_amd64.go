@@ -24,6 +24,17 @@ func unitSumsAVX2(acc *float64, u *int32, n int, h float64)
 //go:noescape
 func unitSumsAVX512(acc *float64, u *int32, n int, h float64)
 
+// fromUnitsAVX512 sets v[j] = float32(u) * h for the units u stored in v[j],
+// j < n&^31. It needs AVX-512F.
+//
+//go:noescape
+func fromUnitsAVX512(v *float32, n int, h float32)
+
+// fromUnitsAVX2 is fromUnitsAVX512 for j < n&^15. It needs AVX2.
+//
+//go:noescape
+func fromUnitsAVX2(v *float32, n int, h float32)
+
 // CPU and operating system support.
 var (
 	useAVX2   = cpu.X86.HasAVX2
@@ -58,4 +69,19 @@ func unitSums(acc []float64, u []int32, h float64) {
 		done = n &^ 7
 	}
 	unitSumsGo(acc[done:n], u[done:], h)
+}
+
+// fromUnitsStep turns the units in v back into floats of step h (see
+// fromUnitsGo).
+func fromUnitsStep(v []float32, h float32) {
+	n, done := len(v), 0
+	switch {
+	case useAVX512 && n >= 32:
+		fromUnitsAVX512(&v[0], n, h)
+		done = n &^ 31
+	case useAVX2 && n >= 16:
+		fromUnitsAVX2(&v[0], n, h)
+		done = n &^ 15
+	}
+	fromUnitsGo(v[done:], h)
 }

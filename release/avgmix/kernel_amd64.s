@@ -262,3 +262,55 @@ sloop5:
 
 sdone5:
 	RET
+
+// func fromUnitsAVX512(v *float32, n int, h float32)
+//
+// For j < n&^31: v[j] = float32(units v[j]) * h, exact (see fromUnits).
+TEXT ·fromUnitsAVX512(SB), NOSPLIT, $0-20
+	MOVQ         v+0(FP), SI
+	MOVQ         n+8(FP), CX
+	ANDQ         $-32, CX
+	JZ           fdone5
+	VBROADCASTSS h+16(FP), Z15
+	XORQ         AX, AX
+
+floop5:
+	VCVTDQ2PS (SI)(AX*4), Z0
+	VCVTDQ2PS 64(SI)(AX*4), Z1
+	VMULPS    Z15, Z0, Z0
+	VMULPS    Z15, Z1, Z1
+	VMOVUPS   Z0, (SI)(AX*4)
+	VMOVUPS   Z1, 64(SI)(AX*4)
+	ADDQ      $32, AX
+	CMPQ      AX, CX
+	JLT       floop5
+	VZEROUPPER
+
+fdone5:
+	RET
+
+// func fromUnitsAVX2(v *float32, n int, h float32)
+//
+// fromUnitsAVX512 with 256-bit registers, for j < n&^15.
+TEXT ·fromUnitsAVX2(SB), NOSPLIT, $0-20
+	MOVQ         v+0(FP), SI
+	MOVQ         n+8(FP), CX
+	ANDQ         $-16, CX
+	JZ           fdone2
+	VBROADCASTSS h+16(FP), Y15
+	XORQ         AX, AX
+
+floop2:
+	VCVTDQ2PS (SI)(AX*4), Y0
+	VCVTDQ2PS 32(SI)(AX*4), Y1
+	VMULPS    Y15, Y0, Y0
+	VMULPS    Y15, Y1, Y1
+	VMOVUPS   Y0, (SI)(AX*4)
+	VMOVUPS   Y1, 32(SI)(AX*4)
+	ADDQ      $16, AX
+	CMPQ      AX, CX
+	JLT       floop2
+	VZEROUPPER
+
+fdone2:
+	RET

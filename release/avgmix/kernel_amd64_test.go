@@ -44,3 +44,25 @@ func simdUnitSums() map[string]func(acc []float64, u []int32, h float64) {
 	}
 	return ks
 }
+
+// simdFromUnits lists the SIMD versions of fromUnitsStep this machine runs.
+func simdFromUnits() map[string]func(v []float32, h float32) {
+	ks := map[string]func(v []float32, h float32){}
+	if useAVX2 {
+		ks["avx2"] = func(v []float32, h float32) {
+			if len(v) >= 16 {
+				fromUnitsAVX2(&v[0], len(v), h)
+			}
+			fromUnitsGo(v[len(v)&^15:], h)
+		}
+	}
+	if useAVX512 {
+		ks["avx512"] = func(v []float32, h float32) {
+			if len(v) >= 32 {
+				fromUnitsAVX512(&v[0], len(v), h)
+			}
+			fromUnitsGo(v[len(v)&^31:], h)
+		}
+	}
+	return ks
+}

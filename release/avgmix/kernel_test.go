@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // unitKernels lists the unit kernels this machine runs, by name.
@@ -333,6 +334,39 @@ func TestUnitSums(t *testing.T) {
 				}
 				if slices.ContainsFunc(v, func(x int32) bool { return x != 0 }) {
 					t.Errorf("%s, n = %d: units not cleared", name, n)
+				}
+			}
+		}
+	}
+}
+
+// TestFromUnits checks every version of fromUnitsStep against the float64
+// product rounded once to float32, for units up to ±(2^24 - 1) and the
+// extreme steps of the clip bounds NewPlan accepts.
+func TestFromUnits(t *testing.T) {
+	ks := simdFromUnits()
+	ks["go"] = fromUnitsGo
+	ks["dispatch"] = fromUnitsStep
+	r := rand.New(rand.NewPCG(10, 11))
+	for _, n := range []int{0, 1, 15, 16, 17, 31, 32, 33, 100, 784} {
+		for _, c := range []float64{0x1p-100, 1, 0.3, 0x1p100} {
+			h := quantStep(c)
+			units := make([]int32, n)
+			for j := range units {
+				units[j] = []int32{1<<24 - 1, -(1<<24 - 1), 0, 1, -1, int32(r.IntN(1<<25-1)) - (1<<24 - 1)}[r.IntN(6)]
+			}
+			for name, k := range ks {
+				v := make([]float32, n+2) // longer than the units: the rest stays
+				copy(unitRow(unsafe.SliceData(v), n), units)
+				v[n], v[n+1] = 7, 7
+				k(v[:n], float32(h))
+				for j, u := range units {
+					if want := float32(float64(u) * h); v[j] != want || (u == 0 && math.Signbit(float64(v[j]))) {
+						t.Fatalf("%s, n = %d, c = %v: unit %d became %v, want %v", name, n, c, u, v[j], want)
+					}
+				}
+				if v[n] != 7 || v[n+1] != 7 {
+					t.Fatalf("%s, n = %d: wrote past the end", name, n)
 				}
 			}
 		}

@@ -65,12 +65,7 @@ func clipRows(v []float32, dim int, c float64) error {
 func clipUnits(v []float32, dim int, c float64) (int, error) { return clip(v, dim, c, true) }
 
 // fromUnits turns the units clipUnits stored in v back into floats.
-func fromUnits(v []float32, c float64) {
-	h := quantStep(c)
-	for j, u := range unitRow(unsafe.SliceData(v), len(v)) {
-		v[j] = float32(float64(u) * h)
-	}
-}
+func fromUnits(v []float32, c float64) { fromUnitsStep(v, float32(quantStep(c))) }
 
 // clip is clipRows, storing units if units is set; it returns the number of
 // rows stored.
