@@ -72,10 +72,10 @@ func benchRelease(b *testing.B, sampling string, p float64) {
 // (47.6M rounded-Gaussian draws at about 14 ns each, release.Noise),
 // gathering the 64 rows of each output 35% (memory-bound: 12 GB read at about
 // 25-35 GB/s), label sums 6%, clipping 5%, subset sampling 4%. With the
-// int32 gather (2026-11-23, load 4-9, three alternating pairs against the
-// code before): 1.83-2.38 CPU-seconds per release against 1.84-2.34, the
-// gap lost in the load's spread; the profile now shows the gather kernel at
-// 28% of the release and the noise sampler at 41%.
+// int32 gather (2026-11-23, load 4-9, ten alternating pairs against the
+// code before): 1.56-2.38 CPU-seconds per release against 1.72-2.47, lower
+// in 8 of the 10 pairs (median ratio 1.12x); the profile now shows the
+// gather kernel at 28% of the release and the noise sampler at 41%.
 func BenchmarkRelease(b *testing.B) { benchRelease(b, Poisson, 0) }
 
 // BenchmarkReleaseHierarchical is the same with hierarchical sampling, p = 0.3.
