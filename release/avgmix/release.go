@@ -95,8 +95,10 @@ func batchSize(width int) int {
 // returns an error, Release stops and returns it.
 //
 // Release first clips and quantises data.X and data.Y in place (also when it
-// later fails). data.N need not equal plan.N: the inclusion rate is the
-// plan's, fixed from the public n.
+// later fails; a zero feature is left as +0). While it runs, data.X holds
+// the features' int32 units instead (see group), so nothing else may read
+// it. data.N need not equal plan.N: the inclusion rate is the plan's, fixed
+// from the public n.
 //
 // noise supplies the sampling decisions and the Gaussian noise; Release splits
 // it into one stream per worker.
