@@ -571,7 +571,9 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 	defer wb.stop()
 	var xb, yb []byte
 	err = avgmix.Release(noise, data, plan, func(i int, x, y []float32) error {
-		xb, yb = AppendEncoded(xb[:0], x), AppendEncoded(yb[:0], y)
+		// SQLite copies bound blobs, so the views of x and y are only read
+		// during add.
+		xb, yb = encodedView(xb, x), encodedView(yb, y)
 		if err := ins.add(int64(i+1), xb, yb); err != nil {
 			return fmt.Errorf("%s: writing row %d of %s: %w", fn, i+1, into, err)
 		}

@@ -92,6 +92,16 @@ func AppendEncoded(dst []byte, v []float32) []byte {
 	return dst
 }
 
+// encodedView returns the little-endian float32 encoding of v: on a
+// little-endian machine v's own memory, without a copy (valid while v is,
+// and not to be modified), elsewhere AppendEncoded(buf[:0], v).
+func encodedView(buf []byte, v []float32) []byte {
+	if littleEndian && len(v) > 0 {
+		return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+	}
+	return AppendEncoded(buf[:0], v)
+}
+
 // firstNonFinite returns the index of the first NaN or Inf among float32
 // bits, or -1.
 func firstNonFinite(bits []uint32) int {

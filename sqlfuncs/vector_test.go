@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestDecodeVector(t *testing.T) {
@@ -88,4 +89,24 @@ func FuzzDecodeVectorJSON(f *testing.F) {
 			t.Fatal("accepted an empty vector")
 		}
 	})
+}
+
+// encodedView gives the bytes EncodeVector gives, and on a little-endian
+// machine shares v's memory instead of copying it.
+func TestEncodedView(t *testing.T) {
+	for _, v := range [][]float32{
+		{1, -2.5, 3e-8, float32(math.Inf(1)), 0},
+		{float32(math.Copysign(0, -1))},
+		make([]float32, 784),
+		{},
+	} {
+		buf := []byte("stale")
+		got := encodedView(buf, v)
+		if want := EncodeVector(v); string(got) != string(want) {
+			t.Errorf("encodedView(%v) = %x, want %x", v, got, want)
+		}
+		if littleEndian && len(v) > 0 && &got[0] != (*byte)(unsafe.Pointer(&v[0])) {
+			t.Errorf("encodedView(%v) copied on a little-endian machine", v)
+		}
+	}
 }

@@ -117,12 +117,16 @@
 // [Release] clips and quantises Data.X and Data.Y in place (the caller's
 // slices are overwritten), so that memory stays at the input plus a few
 // batches: each of the two workers keeps the float64 sums of one batch (at
-// most 256 outputs and 512 KiB) and two float32 batches of output rows. Each
-// worker draws the subsets of its batch, sums the rows eight at a time (an
-// AVX2 kernel with software prefetch on amd64, plain Go elsewhere; the sums
-// being exact, both give the same bits), adds the noise to the whole batch in
-// two calls, and hands the batch over; rows are emitted in order from the
-// calling goroutine. The gather of m random rows per output is bound by
-// memory bandwidth and the noise by the sampler; see bench_test.go for
-// figures.
+// most 256 outputs and 512 KiB) and two float32 batches of output rows.
+// While it runs, each feature value x = u h is stored as its int32 units u
+// (|u| < 2^24, h the power-of-two step) in the same four bytes, and turned
+// back into the float x when Release returns. Each worker draws the subsets
+// of its batch, sums the units of the rows eight at a time in int32 (an
+// AVX-512 or AVX2 kernel with software prefetch on amd64, plain Go
+// elsewhere), moves the sums to float64 before 127 rows could overflow them
+// and scales them by h: all exact, so every kernel gives the float64 sums of
+// the values bit for bit. It then adds the noise to the whole batch in two
+// calls and hands the batch over; rows are emitted in order from the calling
+// goroutine. The gather of m random rows per output is bound by memory
+// bandwidth and the noise by the sampler; see bench_test.go for figures.
 package avgmix

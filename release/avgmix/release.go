@@ -95,8 +95,10 @@ func batchSize(width int) int {
 // returns an error, Release stops and returns it.
 //
 // Release first clips and quantises data.X and data.Y in place (also when it
-// later fails). data.N need not equal plan.N: the inclusion rate is the
-// plan's, fixed from the public n.
+// later fails; a zero feature is left as +0). While it runs, data.X holds
+// the features' int32 units instead (see group), so nothing else may read
+// it. data.N need not equal plan.N: the inclusion rate is the plan's, fixed
+// from the public n.
 //
 // noise supplies the sampling decisions and the Gaussian noise; Release splits
 // it into one stream per worker.
@@ -126,6 +128,7 @@ func Release(noise *release.Noise, data Data, plan *Plan, emit func(i int, x, y 
 	if err := clipData(data, xr, plan); err != nil {
 		return err
 	}
+	defer forRanges(data.N, func(_, lo, hi int) { restoreUnits(xr, plan.Cx, lo, hi) })
 
 	var classStart []int
 	var classRows []int32
@@ -151,6 +154,7 @@ func Release(noise *release.Noise, data Data, plan *Plan, emit func(i int, x, y 
 			pl: plan, data: data, x: xr, noise: noise.Split(), zero: zero,
 			classStart: classStart, classRows: classRows,
 			sumX: make([]float64, B*data.D), sumY: make([]float64, B*data.K),
+			units: make([]int32, data.D),
 		}
 		wk.r = wk.noise.Rand()
 		wk.sk = newSkipper(plan.Q)
@@ -191,10 +195,13 @@ emit:
 	return err
 }
 
-// clipData clips and quantises the features and Y in place, on two goroutines.
+// clipData clips and quantises the features and Y in place, on two
+// goroutines. The features are left as units (see clipUnits) for the gather,
+// until restoreUnits turns them back; if clipData fails, it has done that.
 func clipData(data Data, xr rows, plan *Plan) error {
 	var wg sync.WaitGroup
 	errs := make([]error, workers)
+	stored := make([]int, workers) // rows [lo, lo+stored[w]) of worker w hold units
 	per := (data.N + workers - 1) / workers
 	for w := range workers {
 		lo, hi := min(w*per, data.N), min((w+1)*per, data.N)
@@ -205,7 +212,9 @@ func clipData(data Data, xr rows, plan *Plan) error {
 				// The rows of [i, hi) that share i's chunk.
 				end := min(hi, (i>>xr.shift+1)<<xr.shift)
 				c, off := xr.chunks[i>>xr.shift], (i&xr.mask)*data.D
-				if err := clipRows(c[off:off+(end-i)*data.D], data.D, plan.Cx); err != nil {
+				n, err := clipUnits(c[off:off+(end-i)*data.D], data.D, plan.Cx)
+				stored[w] += n
+				if err != nil {
 					errs[w] = fmt.Errorf("avgmix: features: %w", err)
 					return
 				}
@@ -217,7 +226,36 @@ func clipData(data Data, xr rows, plan *Plan) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		forRanges(data.N, func(w, lo, hi int) { restoreUnits(xr, plan.Cx, lo, lo+stored[w]) })
+		return err
+	}
+	return nil
+}
+
+// forRanges splits rows 0..n-1 as clipData does and runs f on each worker's
+// range [lo, hi), on its own goroutine.
+func forRanges(n int, f func(w, lo, hi int)) {
+	var wg sync.WaitGroup
+	per := (n + workers - 1) / workers
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(w, min(w*per, n), min((w+1)*per, n))
+		}()
+	}
+	wg.Wait()
+}
+
+// restoreUnits turns the units of feature rows [lo, hi) back into floats.
+func restoreUnits(xr rows, c float64, lo, hi int) {
+	for i := lo; i < hi; {
+		end := min(hi, (i>>xr.shift+1)<<xr.shift)
+		ch, off := xr.chunks[i>>xr.shift], (i&xr.mask)*xr.d
+		fromUnits(ch[off:off+(end-i)*xr.d], c)
+		i = end
+	}
 }
 
 // classOf returns the index of the largest coordinate of a label row (the
@@ -269,6 +307,7 @@ type worker struct {
 	idx        []int32   // the batch's subsets, concatenated
 	off        []int     // output o's subset is idx[off[o]:off[o+1]]
 	sumX, sumY []float64 // the batch's sums, row-major
+	units      []int32   // one output's feature sum in units, of at most maxUnitRows rows
 }
 
 // sample appends output t's subset to w.idx.
@@ -289,14 +328,14 @@ func (w *worker) sample(t int) {
 	})
 }
 
-// rowPtrs returns pointers to the features and labels of entry p of w.idx,
-// or to the zero row if p is past the end.
-func (w *worker) rowPtrs(p int) (x, y *float32) {
+// rowPtrs returns pointers to the features and to the first and last label
+// of entry p of w.idx, or to the zero row if p is past the end.
+func (w *worker) rowPtrs(p int) (x, y, yEnd *float32) {
 	if p >= len(w.idx) {
-		return &w.zero[0], &w.zero[0]
+		return &w.zero[0], &w.zero[0], &w.zero[0]
 	}
 	i := int(w.idx[p])
-	return w.x.at(i), &w.data.Y[i*w.data.K]
+	return w.x.at(i), &w.data.Y[i*w.data.K], &w.data.Y[(i+1)*w.data.K-1]
 }
 
 // batch computes outputs t0..t1-1 into out, one row of D+K floats each. The
@@ -311,36 +350,54 @@ func (w *worker) batch(t0, t1 int, out []float32) {
 		w.off = append(w.off, len(w.idx))
 	}
 	D, K := w.data.D, w.data.K
-	Y := w.data.Y
 	nOut := t1 - t0
 	sx, sy := w.sumX[:nOut*D], w.sumY[:nOut*K]
 	clear(sx)
 	clear(sy)
-	var g group
+	h := quantStep(w.pl.Cx)
 	for o := range nOut {
-		lo, hi := w.off[o], w.off[o+1]
-		acc := sx[o*D : (o+1)*D]
-		accY := sy[o*K : (o+1)*K]
-		for p := lo; p < hi; p += 8 {
-			for k := range 8 {
-				if p+k < hi {
-					g[k] = w.x.at(int(w.idx[p+k]))
-				} else {
-					g[k] = &w.zero[0]
-				}
+		w.sum(w.off[o], w.off[o+1], h, sx[o*D:(o+1)*D], sy[o*K:(o+1)*K])
+	}
+	w.pl.finish(w.noise, sx, sy, out[:nOut*(D+K)])
+}
+
+// sum adds the rows w.idx[lo:hi] into acc (features, zero on entry) and accY
+// (labels), exactly: the features' units (h is their step) in int32, moved to
+// float64 before maxUnitRows rows, then scaled by h. w.units is zero on entry
+// and on return.
+func (w *worker) sum(lo, hi int, h float64, acc, accY []float64) {
+	K := w.data.K
+	Y := w.data.Y
+	u := w.units
+	inU := 0 // rows summed in u
+	var g group
+	for p := lo; p < hi; p += 8 {
+		if inU+8 > maxUnitRows {
+			unitSums(acc, u, 1)
+			inU = 0
+		}
+		for k := range 8 {
+			if p+k < hi {
+				g[k] = w.x.at(int(w.idx[p+k]))
+			} else {
+				g[k] = &w.zero[0]
 			}
-			next := min(p+8, hi) // the next group: this output's, or the next output's first
-			for k := range 8 {
-				g[8+k], g[16+k] = w.rowPtrs(next + k)
-			}
-			addGroup(acc, &g)
-			// This group's label rows were prefetched by the previous call.
-			for _, i := range w.idx[p:min(p+8, hi)] {
-				for j, v := range Y[int(i)*K : int(i)*K+K] {
-					accY[j] += float64(v)
-				}
+		}
+		next := min(p+8, hi) // the next group: this output's, or the next output's first
+		for k := range 8 {
+			g[8+k], g[16+k], g[24+k] = w.rowPtrs(next + k)
+		}
+		addUnits(u, &g)
+		inU += 8
+		// This group's label rows were prefetched by the previous call.
+		for _, i := range w.idx[p:min(p+8, hi)] {
+			for j, v := range Y[int(i)*K : int(i)*K+K] {
+				accY[j] += float64(v)
 			}
 		}
 	}
-	w.pl.finish(w.noise, sx, sy, out[:nOut*(D+K)])
+	// The sum in units is an integer below 2^53 in magnitude, so it and its
+	// product with h (a power of two) are exact: the float64 sum of the rows'
+	// values, bit for bit.
+	unitSums(acc, u, h)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	mrand "math/rand/v2"
+	"unsafe"
 )
 
 // skipper walks a Poisson subset of positions 0..total-1, each included
@@ -52,38 +53,95 @@ func quantStep(c float64) float64 {
 // has norm <= c (1 - clipMargin)(1 + (dim+7) u) < c, as dim <= MaxDim makes
 // (dim+7) u far below clipMargin. A final check recomputes each norm.
 func clipRows(v []float32, dim int, c float64) error {
+	_, err := clip(v, dim, c, false)
+	return err
+}
+
+// clipUnits is clipRows, but stores each clipped value y = u h (h =
+// quantStep(c)) as its units: the int32 u, |u| < 2^24, in the float32's four
+// bytes (see group). It returns the number of rows it stored, all of them
+// unless it fails; fromUnits turns them back into clipRows' values (with +0
+// for every zero).
+func clipUnits(v []float32, dim int, c float64) (int, error) { return clip(v, dim, c, true) }
+
+// fromUnits turns the units clipUnits stored in v back into floats.
+func fromUnits(v []float32, c float64) { fromUnitsStep(v, float32(quantStep(c))) }
+
+// clip is clipRows, storing units if units is set; it returns the number of
+// rows stored.
+func clip(v []float32, dim int, c float64, units bool) (int, error) {
 	h := quantStep(c)
 	invh := 1 / h
 	lim := c * (1 - clipMargin)
 	chk := c * (1 - clipMargin/2)
+	stored := 0
 	for off := 0; off < len(v); off += dim {
 		row := v[off : off+dim]
-		var ss float64
-		for _, x := range row {
-			ss += float64(x) * float64(x)
-		}
+		ss := sumSquares(row)
 		if !finite(ss) {
-			return fmt.Errorf("row %d has a NaN or infinite value", off/dim)
+			return stored, fmt.Errorf("row %d has a NaN or infinite value", off/dim)
 		}
-		r := math.Sqrt(ss)
-		var out float64
-		if r <= lim {
+		s := 1.0
+		if r := math.Sqrt(ss); r > lim {
+			s = lim / r
+		}
+		if units {
+			// |x s / h| < 2^24, so the conversion to int32 is in range; it
+			// truncates toward zero like clipRows' math.Trunc.
+			u := unitRow(unsafe.SliceData(row), dim)
 			for j, x := range row {
-				y := math.Trunc(float64(x)*invh) * h
-				row[j] = float32(y)
-				out += y * y
+				u[j] = int32(float64(x) * s * invh)
 			}
 		} else {
-			s := lim / r
 			for j, x := range row {
-				y := math.Trunc(float64(x)*s*invh) * h
-				row[j] = float32(y)
-				out += y * y
+				row[j] = float32(math.Trunc(float64(x)*s*invh) * h)
 			}
 		}
-		if math.Sqrt(out) > chk {
-			return fmt.Errorf("internal error: row %d has norm %v after clipping to %v", off/dim, math.Sqrt(out), c)
+		stored++
+		if out := math.Sqrt(clippedSquares(row, units, h)); out > chk {
+			return stored, fmt.Errorf("internal error: row %d has norm %v after clipping to %v", off/dim, out, c)
 		}
 	}
-	return nil
+	return stored, nil
+}
+
+// sumSquares returns the float64 sum of the squares of row, in four
+// interleaved partial sums (independent additions run in parallel; the
+// error bound of clipRows holds in any order).
+func sumSquares(row []float32) float64 {
+	var s0, s1, s2, s3 float64
+	j := 0
+	for ; j+4 <= len(row); j += 4 {
+		r := row[j : j+4 : j+4]
+		s0 += float64(r[0]) * float64(r[0])
+		s1 += float64(r[1]) * float64(r[1])
+		s2 += float64(r[2]) * float64(r[2])
+		s3 += float64(r[3]) * float64(r[3])
+	}
+	for ; j < len(row); j++ {
+		s0 += float64(row[j]) * float64(row[j])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// clippedSquares returns the sum of squares of a clipped row: of its values,
+// or of its units times h if units.
+func clippedSquares(row []float32, units bool, h float64) float64 {
+	if !units {
+		return sumSquares(row)
+	}
+	var s0, s1, s2, s3 float64
+	u := unitRow(unsafe.SliceData(row), len(row))
+	j := 0
+	for ; j+4 <= len(u); j += 4 {
+		r := u[j : j+4 : j+4]
+		s0 += float64(r[0]) * float64(r[0])
+		s1 += float64(r[1]) * float64(r[1])
+		s2 += float64(r[2]) * float64(r[2])
+		s3 += float64(r[3]) * float64(r[3])
+	}
+	for ; j < len(u); j++ {
+		s0 += float64(u[j]) * float64(u[j])
+	}
+	return ((s0 + s1) + (s2 + s3)) * h * h
 }
