@@ -5,12 +5,15 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestWriteback checks the early writeback of a growing file: requests made
 // while the file is written (and one merged with a pending one) leave its
-// contents exactly as written, and a file that cannot be opened gives a
-// writeback that does nothing.
+// contents exactly as written and, after the last request, none of its pages
+// dirty or under writeback (the kernel's cachestat); a file that cannot be
+// opened gives a writeback that does nothing.
 func TestWriteback(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db-wal")
 	f, err := os.Create(path)
@@ -37,7 +40,15 @@ func TestWriteback(t *testing.T) {
 			wb.start()
 		}
 	}
+	wb.start()
 	wb.stop()
+	var cs unix.Cachestat_t
+	if err := unix.Cachestat(uint(f.Fd()), &unix.CachestatRange{}, &cs, 0); err != nil {
+		t.Fatalf("cachestat: %v", err)
+	}
+	if cs.Dirty != 0 || cs.Writeback != 0 {
+		t.Errorf("after the writeback the file has %d dirty pages and %d under writeback, want none", cs.Dirty, cs.Writeback)
+	}
 	got, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
