@@ -2,6 +2,7 @@ package sqlfuncs
 
 import (
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,10 +13,10 @@ import (
 // request runs fdatasync on the file, on a goroutine of its own, so the disk
 // writes, and flushes its cache, while the release is still being computed;
 // the commit's own fsync then finds only the last few megabytes to write.
-// (An earlier version only started the writes with
-// sync_file_range(SYNC_FILE_RANGE_WRITE): the commit's fsync still took
-// 0.15-0.2 s on the project's machine, the disk's cache flush of everything
-// written since the last one; fdatasync flushes it as it goes.)
+// (sync_file_range(SYNC_FILE_RANGE_WRITE) alone, as before, starts the writes
+// but leaves the device's cache flush to the commit: on the project's machine
+// a 190 MB file written at a release's pace then took 0.03-0.05 s to fsync,
+// against 0.005-0.015 s with an fdatasync every 6 MB.)
 //
 // It changes nothing SQLite relies on: the commit still fsyncs the WAL before
 // it returns, and frames made durable early without their commit frame are
@@ -24,10 +25,11 @@ import (
 // file, never the -wal, so closing this descriptor releases none of SQLite's
 // POSIX locks.
 type writeback struct {
-	f    *os.File
-	kick chan struct{}
-	done chan struct{}
-	sync func(fd int) error // unix.Fdatasync; a test counts the calls
+	f     *os.File
+	kick  chan struct{}
+	done  chan struct{}
+	tick  chan struct{} // closed by stop, ending every's requests
+	ticks chan struct{} // closed when every's goroutine has ended
 }
 
 // startWriteback starts a writeback of the file at path; it returns nil (a
@@ -37,11 +39,11 @@ func startWriteback(path string) *writeback {
 	if err != nil {
 		return nil
 	}
-	w := &writeback{f: f, kick: make(chan struct{}, 1), done: make(chan struct{}), sync: unix.Fdatasync}
+	w := &writeback{f: f, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		for range w.kick {
-			_ = w.sync(int(f.Fd()))
+			_ = unix.Fdatasync(int(f.Fd()))
 		}
 	}()
 	return w
@@ -59,11 +61,38 @@ func (w *writeback) start() {
 	}
 }
 
+// every makes a request every d until stop: once the release is written, the
+// commit writes SQLite's cache, tens of megabytes, into the WAL before its
+// fsync, and these requests write it out while it does.
+func (w *writeback) every(d time.Duration) {
+	if w == nil || w.tick != nil {
+		return
+	}
+	w.tick, w.ticks = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(w.ticks)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.tick:
+				return
+			case <-t.C:
+				w.start()
+			}
+		}
+	}()
+}
+
 // stop ends the writeback, waiting for a request under way, and closes the
 // file.
 func (w *writeback) stop() {
 	if w == nil {
 		return
+	}
+	if w.tick != nil {
+		close(w.tick)
+		<-w.ticks
 	}
 	close(w.kick)
 	<-w.done
