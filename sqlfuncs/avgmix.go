@@ -524,49 +524,9 @@ func avgmixSummaryOf(q mechanism.Quote, receipt accountant.Receipt) avgmixSummar
 // Fashion-MNIST's shape) are written between two writeback requests.
 const writebackRows = 2048
 
-// maxReleaseCacheKiB bounds the page cache raiseCache gives a release.
-const maxReleaseCacheKiB = 64 << 10
-
-// raiseCache raises the page cache of the connection writing a release to
-// about pageSize²/7 bytes (37 MB at 16 KiB pages, 2.3 MB at 4 KiB; at most
-// 64 MiB, and never lower than it is), and returns the function that restores
-// it. The reason is how SQLite writes a transaction larger than its cache
-// into the WAL. When the cache is full it spills the least recently released
-// dirty page; a B-tree interior page on the table's right edge that is
-// spilled and then changed again (its right neighbour splits, moving cells
-// into it) is rewritten in place in the WAL, and the commit must then recompute
-// the checksum of every frame after the first such rewrite: with SQLite's
-// default 2 MB cache that re-read 164 MB of the 188 MB WAL and rewrote 10,000
-// frame headers, which left 10,000 scattered 4 KiB pages dirty for the commit's
-// fsync (0.26 s of commit). A right-edge interior page fills after about
-// pageSize/9 leaves (a cell is a 4-byte child, a rowid varint and a 2-byte
-// pointer), so a cache of that many leaves, with some slack, keeps it
-// resident until it is final, and every frame is written once.
-func raiseCache(tx *sql.Tx) (restore func(), err error) {
-	var pageSize, cache int64
-	if err := tx.QueryRow(`PRAGMA page_size`).Scan(&pageSize); err != nil {
-		return nil, fmt.Errorf("reading the page size: %w", err)
-	}
-	if err := tx.QueryRow(`PRAGMA cache_size`).Scan(&cache); err != nil {
-		return nil, fmt.Errorf("reading the cache size: %w", err)
-	}
-	haveKiB := -cache // a negative cache_size is in KiB, a positive one in pages
-	if cache > 0 {
-		haveKiB = cache * pageSize / 1024
-	}
-	wantKiB := min(pageSize*pageSize/7/1024, maxReleaseCacheKiB)
-	if haveKiB >= wantKiB {
-		return func() {}, nil
-	}
-	if _, err := tx.Exec(fmt.Sprintf(`PRAGMA cache_size = %d`, -wantKiB)); err != nil {
-		return nil, fmt.Errorf("raising the cache size: %w", err)
-	}
-	return func() { _, _ = tx.Exec(fmt.Sprintf(`PRAGMA cache_size = %d`, cache)) }, nil
-}
-
 // commitSyncEvery is how often the WAL is made durable while the commit
-// writes SQLite's cache into it (a request made while one is under way waits
-// for it, so the fdatasyncs run back to back).
+// writes into it (a request made while one is under way waits for it, so the
+// fdatasyncs run back to back).
 const commitSyncEvery = 2 * time.Millisecond
 
 // writeAvgmix creates the release table and streams the release into it,
@@ -582,11 +542,6 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 		return fmt.Errorf("%s: creating %s: %w", fn, into, err)
 	}
 	ins := newBatchInsert(tx, q, "id", "x", "y")
-	restore, err := raiseCache(tx)
-	if err != nil {
-		return fmt.Errorf("%s: %w", fn, err)
-	}
-	defer restore()
 	var xb, yb []byte
 	err = avgmix.Release(noise, data, plan, func(i int, x, y []float32) error {
 		xb, yb = AppendEncoded(xb[:0], x), AppendEncoded(yb[:0], y)
