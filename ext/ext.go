@@ -89,11 +89,18 @@ func forget(sc *sqlite3.SQLiteConn) error {
 	return sqlfuncs.Forget(v.(hostHandle).db)
 }
 
-// conn forgets dpsql's per-connection state when the connection closes.
+// checkpointStarted, if set (by a test), is called when a closing connection
+// starts its checkpoint of a large WAL (checkpointBeforeClose), just before
+// SQLite's checkpoint runs.
+var checkpointStarted func()
+
+// conn forgets dpsql's per-connection state when the connection closes, and
+// checkpoints a large WAL before it does (checkpointBeforeClose).
 type conn struct{ *sqlite3.SQLiteConn }
 
 func (c *conn) Close() error {
-	ferr := forget(c.SQLiteConn)
+	ferr := forget(c.SQLiteConn) // closes the ledger's connection, if this was the last to the file
+	checkpointBeforeClose(c.SQLiteConn)
 	if err := c.SQLiteConn.Close(); err != nil {
 		return err
 	}

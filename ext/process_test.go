@@ -30,6 +30,8 @@ func TestMain(m *testing.M) {
 		childSpend(os.Getenv("DPSQL_TEST_DB"))
 	case "release-and-hang":
 		childReleaseAndHang(os.Getenv("DPSQL_TEST_DB"))
+	case "release-and-close":
+		childReleaseAndClose(os.Getenv("DPSQL_TEST_DB"))
 	default:
 		os.Exit(m.Run())
 	}
@@ -97,6 +99,26 @@ func childReleaseAndHang(path string) {
 	err = db.QueryRow(`SELECT dp_avgmix(features, label, json_object('n', 12000, 'classes', 2, 'into', 'rel', 'mu', 1.0, 'm', 16)) FROM train`).Scan(&out)
 	fmt.Println("DONE", out, err)
 	os.Exit(1)
+}
+
+// childReleaseAndClose runs a dp_avgmix release and closes the database,
+// printing CHECKPOINT when the close starts its own checkpoint of the
+// release's WAL (the parent kills it then) and CLOSED once closed.
+func childReleaseAndClose(path string) {
+	db, err := ext.Open(path)
+	if err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(1)
+	}
+	ext.SetCheckpointStarted(func() { fmt.Println("CHECKPOINT") })
+	var out string
+	if err := db.QueryRow(`SELECT dp_avgmix(features, label, json_object('n', 12000, 'classes', 2, 'into', 'rel', 'mu', 1.0, 'm', 16)) FROM train`).Scan(&out); err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(1)
+	}
+	db.Close()
+	fmt.Println("CLOSED")
+	os.Exit(0)
 }
 
 func child(t *testing.T, role, path string) *exec.Cmd {

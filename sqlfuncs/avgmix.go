@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
@@ -498,11 +499,15 @@ func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, n int, nc *noi
 		return "", fmt.Errorf("%s: internal error: the calibrated release costs epsilon %g, above its target %g", fn, epsTarget, req.eps)
 	}
 	data := avgmix.Data{XChunks: r.featureChunks(), ChunkRows: chunkRows, D: r.D, Y: req.y, K: k, N: r.N}
+	// The WAL's writeback runs until the charge has committed (see
+	// writeAvgmix).
+	wb := startWriteback(a.c.path + "-wal")
 	// Progress shows T, public when n is asserted; a T that follows a noisy
 	// count stays hidden until the charge commits.
 	receipt, err := a.c.ChargeQuote(fn, quote, func(tx *sql.Tx) (map[string]any, error) {
-		return nil, writeAvgmix(fn, tx, o.Into, req.noise, data, plan, nc == nil, a.c.path+"-wal")
+		return nil, writeAvgmix(fn, tx, o.Into, req.noise, data, plan, nc == nil, wb)
 	})
+	wb.stop()
 	if err != nil {
 		return "", err
 	}
@@ -555,10 +560,16 @@ func avgmixSummaryOf(q mechanism.Quote, receipt accountant.Receipt) avgmixSummar
 // Fashion-MNIST's shape) are written between two writeback requests.
 const writebackRows = 2048
 
+// commitSyncEvery is how often the WAL is made durable while the commit
+// writes into it (a request made while one is under way waits for it, so the
+// fdatasyncs run back to back).
+const commitSyncEvery = 2 * time.Millisecond
+
 // writeAvgmix creates the release table and streams the release into it,
-// reporting progress if showProgress. The release reaches the WAL at wal as
-// it is written; its disk writes start as it grows (see writeback).
-func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data avgmix.Data, plan *avgmix.Plan, showProgress bool, wal string) error {
+// reporting progress if showProgress. The release reaches the WAL as it is
+// written and is made durable as it grows by wb, the WAL's writeback, which
+// keeps making it durable through the commit once the release is written.
+func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data avgmix.Data, plan *avgmix.Plan, showProgress bool, wb *writeback) error {
 	q, err := outputTable(fn, tx, into)
 	if err != nil {
 		return err
@@ -567,8 +578,6 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 		return fmt.Errorf("%s: creating %s: %w", fn, into, err)
 	}
 	ins := newBatchInsert(tx, q, "id", "x", "y")
-	wb := startWriteback(wal)
-	defer wb.stop()
 	var xb, yb []byte
 	err = avgmix.Release(noise, data, plan, func(i int, x, y []float32) error {
 		// SQLite copies bound blobs, so the views of x and y are only read
@@ -594,5 +603,6 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 	if err != nil {
 		return fmt.Errorf("%s: %w", fn, err)
 	}
+	wb.every(commitSyncEvery)
 	return nil
 }
