@@ -111,6 +111,18 @@ func (a *avgmixAgg) startCalibration() {
 	if o.Sampling != "" && o.Sampling != avgmix.Poisson {
 		return
 	}
+	// The shape as the release will take it, read here: Step goes on adding
+	// rows (and, for INTEGER labels, raising K to the largest label seen)
+	// while the goroutine runs. K is the label vectors' length, or the
+	// public "classes" for INTEGER labels (without it the release is
+	// refused; the largest label seen is never used).
+	d, k := a.rows.D, a.rows.K
+	if a.rows.Classes != nil {
+		if o.Classes == nil {
+			return
+		}
+		k = *o.Classes
+	}
 	c, scope := a.c, a.c.Scope()
 	// The ledger stays open until the goroutine is done, even if the
 	// connection closes first (a failed or interrupted statement does not
@@ -145,17 +157,7 @@ func (a *avgmixAgg) startCalibration() {
 			}
 			return sigma, err
 		}
-		// K as the release takes it: the label vectors' length, or the
-		// public "classes" for INTEGER labels (without it the release is
-		// refused; the largest label seen is never used).
-		k := a.rows.K
-		if a.rows.Classes != nil {
-			if o.Classes == nil {
-				return
-			}
-			k = *o.Classes
-		}
-		plan, err := avgmix.NewPlan(nil, *o.N, a.rows.D, k, p)
+		plan, err := avgmix.NewPlan(nil, *o.N, d, k, p)
 		if err != nil {
 			return
 		}
