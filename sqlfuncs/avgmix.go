@@ -502,14 +502,18 @@ func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, n int, nc *noi
 	}
 	data := avgmix.Data{XChunks: r.featureChunks(), ChunkRows: chunkRows, D: r.D, Y: req.y, K: k, N: r.N}
 	// The WAL's writeback runs until the charge has committed (see
-	// writeAvgmix).
-	wb := startWriteback(a.c.path + "-wal")
-	// Progress shows T, public when n is asserted; a T that follows a noisy
-	// count stays hidden until the charge commits.
-	receipt, err := a.c.ChargeQuote(fn, quote, func(tx *sql.Tx) (map[string]any, error) {
-		return nil, writeAvgmix(fn, tx, o.Into, req.noise, data, plan, nc == nil, wb)
-	})
-	wb.stop()
+	// writeAvgmix), and stops however the charge ends: a panic inside it
+	// (recovered at the SQL boundary) must not leave its goroutine and its
+	// descriptor of the -wal behind.
+	receipt, err := func() (accountant.Receipt, error) {
+		wb := startWriteback(a.c.path + "-wal")
+		defer wb.stop()
+		// Progress shows T, public when n is asserted; a T that follows a
+		// noisy count stays hidden until the charge commits.
+		return a.c.ChargeQuote(fn, quote, func(tx *sql.Tx) (map[string]any, error) {
+			return nil, writeAvgmix(fn, tx, o.Into, req.noise, data, plan, nc == nil, wb)
+		})
+	}()
 	if err != nil {
 		return "", err
 	}
