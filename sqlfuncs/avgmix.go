@@ -111,6 +111,18 @@ func (a *avgmixAgg) startCalibration() {
 	if o.Sampling != "" && o.Sampling != avgmix.Poisson {
 		return
 	}
+	// The shape as the release will take it, read here: Step goes on adding
+	// rows (and, for INTEGER labels, raising K to the largest label seen)
+	// while the goroutine runs. K is the label vectors' length, or the
+	// public "classes" for INTEGER labels (without it the release is
+	// refused; the largest label seen is never used).
+	d, k := a.rows.D, a.rows.K
+	if a.rows.Classes != nil {
+		if o.Classes == nil {
+			return
+		}
+		k = *o.Classes
+	}
 	c, scope := a.c, a.c.Scope()
 	// The ledger stays open until the goroutine is done, even if the
 	// connection closes first (a failed or interrupted statement does not
@@ -145,17 +157,7 @@ func (a *avgmixAgg) startCalibration() {
 			}
 			return sigma, err
 		}
-		// K as the release takes it: the label vectors' length, or the
-		// public "classes" for INTEGER labels (without it the release is
-		// refused; the largest label seen is never used).
-		k := a.rows.K
-		if a.rows.Classes != nil {
-			if o.Classes == nil {
-				return
-			}
-			k = *o.Classes
-		}
-		plan, err := avgmix.NewPlan(nil, *o.N, a.rows.D, k, p)
+		plan, err := avgmix.NewPlan(nil, *o.N, d, k, p)
 		if err != nil {
 			return
 		}
@@ -500,14 +502,18 @@ func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, n int, nc *noi
 	}
 	data := avgmix.Data{XChunks: r.featureChunks(), ChunkRows: chunkRows, D: r.D, Y: req.y, K: k, N: r.N}
 	// The WAL's writeback runs until the charge has committed (see
-	// writeAvgmix).
-	wb := startWriteback(a.c.path + "-wal")
-	// Progress shows T, public when n is asserted; a T that follows a noisy
-	// count stays hidden until the charge commits.
-	receipt, err := a.c.ChargeQuote(fn, quote, func(tx *sql.Tx) (map[string]any, error) {
-		return nil, writeAvgmix(fn, tx, o.Into, req.noise, data, plan, nc == nil, wb)
-	})
-	wb.stop()
+	// writeAvgmix), and stops however the charge ends: a panic inside it
+	// (recovered at the SQL boundary) must not leave its goroutine and its
+	// descriptor of the -wal behind.
+	receipt, err := func() (accountant.Receipt, error) {
+		wb := startWriteback(a.c.path + "-wal")
+		defer wb.stop()
+		// Progress shows T, public when n is asserted; a T that follows a
+		// noisy count stays hidden until the charge commits.
+		return a.c.ChargeQuote(fn, quote, func(tx *sql.Tx) (map[string]any, error) {
+			return nil, writeAvgmix(fn, tx, o.Into, req.noise, data, plan, nc == nil, wb)
+		})
+	}()
 	if err != nil {
 		return "", err
 	}

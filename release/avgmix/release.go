@@ -142,6 +142,13 @@ func Release(noise *release.Noise, data Data, plan *Plan, emit func(i int, x, y 
 
 	done := make(chan struct{})
 	var wg sync.WaitGroup
+	// The workers stop before Release returns, also when emit panics: they
+	// would otherwise block forever, and the units' restore (deferred above,
+	// so it runs after this) would race with their reads of data.X.
+	defer func() {
+		close(done)
+		wg.Wait()
+	}()
 	filled := make([]chan []float32, workers)
 	free := make([]chan []float32, workers)
 	for w := range workers {
@@ -190,8 +197,6 @@ emit:
 		}
 		free[b%workers] <- buf
 	}
-	close(done)
-	wg.Wait()
 	return err
 }
 

@@ -465,3 +465,47 @@ func TestReleaseErrors(t *testing.T) {
 		t.Fatalf("empty table: %v after %d rows", err, n)
 	}
 }
+
+// TestReleaseEmitPanic: an emit that panics (sqlfuncs recovers panics at the
+// SQL boundary, so the process lives on) must not leave the workers running:
+// they would block forever on their channels, holding the data, and the
+// deferred restore of the units would race with their reads of data.X. After
+// the panic no worker goroutine is left and data.X holds clipRows' floats.
+func TestReleaseEmitPanic(t *testing.T) {
+	const n, d, k = 300, 8, 3
+	data := tinyData(5, n, d, k, 1)
+	plan, err := NewPlan(nil, n, d, k, Params{T: 5000, M: 10, Mu: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(data.X)
+	for i := range n {
+		_ = clipRows(want[i*d:(i+1)*d], d, plan.Cx)
+	}
+	before := runtime.NumGoroutine()
+	func() {
+		defer func() {
+			if r := recover(); r != "emit panicked" {
+				t.Fatalf("recovered %v, want the emit's panic", r)
+			}
+		}()
+		_ = Release(seededNoise(t, 16), data, plan, func(i int, x, y []float32) error {
+			if i == 700 {
+				panic("emit panicked")
+			}
+			return nil
+		})
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if g := runtime.NumGoroutine(); g > before {
+		t.Errorf("%d goroutines left after the panic, %d before", g, before)
+	}
+	for i, g := range data.X {
+		if g != want[i] || (g == 0 && math.Signbit(float64(g))) {
+			t.Fatalf("value %d: %v after the panic, want %v", i, g, want[i])
+		}
+	}
+}
