@@ -76,6 +76,10 @@ func GaussianMuFor(eps, delta float64) float64 {
 // evaluates.
 var calibrateHook func(sigma float64)
 
+// maxSigma is the largest noise multiplier the calibration proposes or
+// returns.
+const maxSigma = 1e6
+
 // coarseFactor is how much coarser the calibration's first stage grid is.
 const coarseFactor = 8
 
@@ -206,6 +210,7 @@ func (c Config) CalibrateSubsampledGaussianPLD(q float64, steps int, epsilon, de
 		if !(sigma > 1e-3) {
 			sigma = 1e-3
 		}
+		sigma = min(sigma, maxSigma)
 	}
 	var pu, pv float64
 	for i := range 4 {
@@ -239,7 +244,7 @@ func (c Config) CalibrateSubsampledGaussianPLD(q float64, steps int, epsilon, de
 		}
 		pu, pv = u, v
 		next := sigmaForCLT(math.Exp(u+(aim-v)/slope), q, steps)
-		if !(next > lo && next < hi) || i == 3 {
+		if !(next > lo && next < hi) || next > maxSigma || i == 3 {
 			break
 		}
 		sigma = next
@@ -266,7 +271,7 @@ func (c Config) CalibrateSubsampledGaussianPLD(q float64, steps int, epsilon, de
 	case math.IsInf(hi, 1):
 		for {
 			next := lo * 1.25
-			if next > 1e6 {
+			if next > maxSigma {
 				return 0, nil, fmt.Errorf("pld: no sigma up to 1e6 reaches epsilon %g at delta %g", epsilon, delta)
 			}
 			f, err := excess(next)

@@ -2,6 +2,7 @@ package pld
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -81,5 +82,13 @@ func BenchmarkCalibrateFashionMNIST(b *testing.B) {
 		if _, _, err := (Config{}).CalibrateSubsampledGaussianPLD(64.0/60000, 60000, 4.377178096, 1e-5); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A target no sigma up to 1e6 meets is refused on every path, as before the
+// secant steps (which once proposed and returned 9.1e6 here).
+func TestCalibrateCap(t *testing.T) {
+	if s, _, err := (Config{}).CalibrateSubsampledGaussianPLD(1, 1000, 1e-4, 1e-5); err == nil || !strings.Contains(err.Error(), "no sigma up to 1e6") {
+		t.Errorf("sigma %v, err %v; want the 1e6 refusal", s, err)
 	}
 }
