@@ -171,8 +171,8 @@ func (a *avgmixAgg) startCalibration() {
 			return
 		}
 		if l, err := c.ledger(); err == nil {
-			d, _ := l.Decide(context.Background(), accountant.Charge{Scope: scope, Quote: &q})
-			if d.Ready() {
+			dec, _ := l.Decide(context.Background(), accountant.Charge{Scope: scope, Quote: &q})
+			if dec.Ready() {
 				countsOf(calibrationProblem{Q: plan.Q, Steps: plan.Steps, Epsilon: eps, Delta: delta}.key()).decided.Add(1)
 			}
 		}
