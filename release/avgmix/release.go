@@ -90,7 +90,8 @@ func batchSize(width int) int {
 }
 
 // Release computes the T rows of plan from data and passes them to emit in
-// order, i = 0..T-1, from the calling goroutine. The slices x (length D) and
+// order, i = 0..T-1, one call at a time, from the workers' goroutines (a
+// panic in emit is re-raised on the caller's). The slices x (length D) and
 // y (length K) are reused after emit returns: copy them to keep them. If emit
 // returns an error, Release stops and returns it.
 //
@@ -140,23 +141,28 @@ func Release(noise *release.Noise, data Data, plan *Plan, emit func(i int, x, y 
 	nb := (plan.T + B - 1) / B
 	width := data.D + data.K
 
-	done := make(chan struct{})
+	// The workers take turns at emit, in batch order: a worker computes its
+	// next batch while the other one emits, then waits for the turn. Emitting
+	// from the workers rather than from a goroutine of its own keeps as many
+	// goroutines busy as there are workers: a third one, waiting in SQLite
+	// (cgo) for most of its time, found on its return both of GOMAXPROCS = 2
+	// processors taken by the workers and waited for one, up to a
+	// preemption's 10 ms, while the workers, their buffers full, waited for it
+	// (dp_avgmix at Fashion-MNIST's shape: the workers were busy 0.55 s of a
+	// 1.03 s loop).
+	turn := make([]chan struct{}, workers) // holds the one token: whose turn it is
+	for w := range turn {
+		turn[w] = make(chan struct{}, 1)
+	}
+	turn[0] <- struct{}{}
+	stopped := make(chan struct{}) // closed when emit fails or panics
+	var (
+		emitErr  error
+		panicVal any
+		panicked bool
+	)
 	var wg sync.WaitGroup
-	// The workers stop before Release returns, also when emit panics: they
-	// would otherwise block forever, and the units' restore (deferred above,
-	// so it runs after this) would race with their reads of data.X.
-	defer func() {
-		close(done)
-		wg.Wait()
-	}()
-	filled := make([]chan []float32, workers)
-	free := make([]chan []float32, workers)
 	for w := range workers {
-		filled[w] = make(chan []float32, 2)
-		free[w] = make(chan []float32, 2)
-		for range 2 {
-			free[w] <- make([]float32, B*width)
-		}
 		wk := &worker{
 			pl: plan, data: data, x: xr, noise: noise.Split(), zero: zero,
 			classStart: classStart, classRows: classRows,
@@ -168,36 +174,59 @@ func Release(noise *release.Noise, data Data, plan *Plan, emit func(i int, x, y 
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
+			buf := make([]float32, B*width)
 			for b := w; b < nb; b += workers {
-				var buf []float32
 				select {
-				case buf = <-free[w]:
-				case <-done:
+				case <-stopped:
+					return
+				default:
+				}
+				t0 := b * B
+				wk.batch(t0, min(t0+B, plan.T), buf)
+				select {
+				case <-turn[w]:
+				case <-stopped:
 					return
 				}
-				wk.batch(b*B, min((b+1)*B, plan.T), buf)
-				select {
-				case filled[w] <- buf:
-				case <-done:
+				// Only the token's holder emits, so emitErr and panicVal
+				// are written by one goroutine at a time, and read after
+				// wg.Wait.
+				if !emitBatch(emit, buf, t0, min(B, plan.T-t0), data.D, width, &emitErr, &panicVal, &panicked) {
+					close(stopped)
 					return
 				}
+				turn[(w+1)%workers] <- struct{}{}
 			}
 		}(w)
 	}
-
-emit:
-	for b := range nb {
-		buf := <-filled[b%workers]
-		t0 := b * B
-		for o := range min(B, plan.T-t0) {
-			row := buf[o*width : (o+1)*width]
-			if err = emit(t0+o, row[:data.D:data.D], row[data.D:]); err != nil {
-				break emit
-			}
-		}
-		free[b%workers] <- buf
+	wg.Wait()
+	if panicked {
+		panic(panicVal)
 	}
-	return err
+	return emitErr
+}
+
+// emitBatch passes the n rows of a computed batch, outputs t0.. of width
+// floats each in buf, to emit. It reports whether every call succeeded,
+// storing emit's error in *err or, if emit panicked, its value in *pv (and
+// *panicked: the value may be nil), for Release to return or re-panic on
+// its caller's goroutine.
+func emitBatch(emit func(i int, x, y []float32) error, buf []float32, t0, n, d, width int, err *error, pv *any, panicked *bool) (ok bool) {
+	returned := false
+	defer func() {
+		if !returned {
+			*pv, *panicked, ok = recover(), true, false
+		}
+	}()
+	for o := range n {
+		row := buf[o*width : (o+1)*width]
+		if e := emit(t0+o, row[:d:d], row[d:]); e != nil {
+			*err, returned = e, true
+			return false
+		}
+	}
+	returned = true
+	return true
 }
 
 // clipData clips and quantises the features and Y in place, on two

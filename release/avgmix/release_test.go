@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -412,6 +413,37 @@ func TestReleaseEmitError(t *testing.T) {
 	}
 	if g := runtime.NumGoroutine(); g > before {
 		t.Errorf("%d goroutines left, %d before", g, before)
+	}
+}
+
+// TestReleaseEmitTurns: the workers call emit themselves, taking turns, so
+// the calls must still come in order, 0..T-1, never two at once; emit may
+// keep state between calls without a lock (sqlfuncs reuses its encoding
+// buffers). The sleeps let a worker that broke the turn overtake.
+func TestReleaseEmitTurns(t *testing.T) {
+	data := tinyData(7, 400, 8, 3, 1)
+	plan, err := NewPlan(nil, 400, 8, 3, Params{T: 3000, M: 10, Mu: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inside atomic.Int32
+	next := 0 // written by emit only: the race detector checks the turns
+	err = Release(seededNoise(t, 17), data, plan, func(i int, x, y []float32) error {
+		if n := inside.Add(1); n != 1 {
+			t.Errorf("row %d: %d calls of emit at once", i, n)
+		}
+		defer inside.Add(-1)
+		if i != next {
+			t.Errorf("row %d emitted, want row %d", i, next)
+		}
+		next = i + 1
+		if i%97 == 0 {
+			time.Sleep(200 * time.Microsecond)
+		}
+		return nil
+	})
+	if err != nil || next != plan.T {
+		t.Fatalf("Release: %v after %d rows, want %d", err, next, plan.T)
 	}
 }
 
