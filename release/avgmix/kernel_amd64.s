@@ -314,3 +314,46 @@ floop2:
 
 fdone2:
 	RET
+
+// func tileSumsAVX512(dst *int32, rows *unsafe.Pointer, ends *int32, nout int, off int, stride int, pf *unsafe.Pointer)
+//
+// One column tile of the batch: for output o (rows rows[ends[o-1]:ends[o]],
+// at most maxUnitRows of them), the 16 units at byte offset off of its rows
+// summed into dst + o*stride, prefetching the same tile of row pf[p] while
+// adding row p.
+TEXT ·tileSumsAVX512(SB), NOSPLIT, $0-56
+	MOVQ pf+48(FP), R12
+	MOVQ dst+0(FP), DI
+	MOVQ rows+8(FP), SI
+	MOVQ ends+16(FP), R8
+	MOVQ nout+24(FP), CX
+	MOVQ off+32(FP), DX
+	MOVQ stride+40(FP), R9
+	XORQ AX, AX
+	TESTQ CX, CX
+	JZ   tdone5
+
+touter5:
+	MOVLQSX (R8), BX
+	ADDQ    $4, R8
+	VPXORD  Z0, Z0, Z0
+
+tinner5:
+	CMPQ       AX, BX
+	JGE        tstore5
+	MOVQ       (SI)(AX*8), R10
+	MOVQ       (R12)(AX*8), R11
+	PREFETCHT0 (R11)(DX*1)
+	VPADDD     (R10)(DX*1), Z0, Z0
+	INCQ       AX
+	JMP        tinner5
+
+tstore5:
+	VMOVDQU32 Z0, (DI)
+	ADDQ      R9, DI
+	DECQ      CX
+	JNZ       touter5
+	VZEROUPPER
+
+tdone5:
+	RET
