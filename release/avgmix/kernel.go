@@ -61,20 +61,3 @@ func fromUnitsGo(v []float32, h float32) {
 
 // unitRow views the n values at p as the int32 units they hold.
 func unitRow(p *float32, n int) []int32 { return unsafe.Slice((*int32)(unsafe.Pointer(p)), n) }
-
-// tileSumsGo sets dst[o*d+j] = the sum of the units of column j of the rows
-// ptrs[ends[o-1]:ends[o]] (ends[-1] = 0), for columns from <= j < d. Each
-// output has at most maxUnitRows rows.
-func tileSumsGo(dst []int32, ptrs []unsafe.Pointer, ends []int32, d, from int) {
-	p := 0
-	for o, e := range ends {
-		acc := dst[o*d+from : (o+1)*d]
-		clear(acc)
-		for ; p < int(e); p++ {
-			r := unitRow((*float32)(ptrs[p]), d)[from:]
-			for j, v := range r {
-				acc[j] += v
-			}
-		}
-	}
-}

@@ -1,10 +1,6 @@
 package avgmix
 
-import (
-	"unsafe"
-
-	"golang.org/x/sys/cpu"
-)
+import "golang.org/x/sys/cpu"
 
 // addUnitsAVX2 adds the units of rows 0-7 of grp into acc[0 : n&^15] and
 // prefetches rows 8-15 at the same offsets. It needs AVX2.
@@ -88,22 +84,4 @@ func fromUnitsStep(v []float32, h float32) {
 		done = n &^ 15
 	}
 	fromUnitsGo(v[done:], h)
-}
-
-// tileSumsAVX512 sums the column tile at byte offset off of every output of
-// a batch (see tileSums and kernel_amd64.s). It needs AVX-512F.
-//
-//go:noescape
-func tileSumsAVX512(dst *int32, rows *unsafe.Pointer, ends *int32, nout int, off int, stride int, pf *unsafe.Pointer)
-
-// tileSums computes the feature sums of batch in units (see tileSumsGo).
-func tileSums(dst []int32, ptrs []unsafe.Pointer, ends []int32, d int) {
-	done := 0
-	if useAVX512 && len(ends) > 0 {
-		done = d &^ 15
-		for c := 0; c < done; c += 16 {
-			tileSumsAVX512(&dst[c], &ptrs[0], &ends[0], len(ends), c*4, d*4, &ptrs[tilePrefetch])
-		}
-	}
-	tileSumsGo(dst, ptrs, ends, d, done)
 }

@@ -99,11 +99,3 @@ func TestReleaseSameWithEveryKernel(t *testing.T) {
 		}
 	}
 }
-
-// TestReleaseSameTiledGo is TestReleaseSameTiled with the Go kernels.
-func TestReleaseSameTiledGo(t *testing.T) {
-	avx2, avx512 := useAVX2, useAVX512
-	defer func() { useAVX2, useAVX512 = avx2, avx512 }()
-	useAVX2, useAVX512 = false, false
-	compareTiled(t)
-}

@@ -2,8 +2,6 @@
 
 package avgmix
 
-import "unsafe"
-
 const (
 	useAVX2   = false
 	useAVX512 = false
@@ -18,8 +16,3 @@ func unitSums(acc []float64, u []int32, h float64) { unitSumsGo(acc, u, h) }
 // fromUnitsStep turns the units in v back into floats of step h (see
 // fromUnitsGo).
 func fromUnitsStep(v []float32, h float32) { fromUnitsGo(v, h) }
-
-// tileSums computes the feature sums of batch in units (see tileSumsGo).
-func tileSums(dst []int32, ptrs []unsafe.Pointer, ends []int32, d int) {
-	tileSumsGo(dst, ptrs, ends, d, 0)
-}

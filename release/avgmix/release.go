@@ -5,7 +5,6 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"sync"
-	"unsafe"
 
 	"github.com/dpsql/dpsql/release"
 )
@@ -343,57 +342,6 @@ type worker struct {
 	off        []int     // output o's subset is idx[off[o]:off[o+1]]
 	sumX, sumY []float64 // the batch's sums, row-major
 	units      []int32   // one output's feature sum in units, of at most maxUnitRows rows
-
-	ptrs  []unsafe.Pointer // the batch's feature rows, then tilePrefetch zero rows
-	ends  []int32          // w.off[1:]
-	tiles []int32          // the batch's feature sums in units, row-major
-}
-
-// tiledGather makes batch sum the features by column tiles (see sumTiled).
-var tiledGather = true
-
-// tilePrefetch is how many rows ahead the tile kernel prefetches.
-const tilePrefetch = 64
-
-// sumTiled is the loop of batch over w.sum, by column tiles: for each tile of
-// 16 columns, the sums of all the batch's outputs. It reports false, having
-// done nothing, if an output has more than maxUnitRows rows.
-func (w *worker) sumTiled(nOut int, h float64, sx, sy []float64) bool {
-	D, K := w.data.D, w.data.K
-	for o := range nOut {
-		if w.off[o+1]-w.off[o] > maxUnitRows {
-			return false
-		}
-	}
-	w.ptrs = w.ptrs[:0]
-	for _, i := range w.idx {
-		w.ptrs = append(w.ptrs, unsafe.Pointer(w.x.at(int(i))))
-	}
-	for range tilePrefetch {
-		w.ptrs = append(w.ptrs, unsafe.Pointer(&w.zero[0]))
-	}
-	w.ends = w.ends[:0]
-	for _, e := range w.off[1 : nOut+1] {
-		w.ends = append(w.ends, int32(e))
-	}
-	if cap(w.tiles) < nOut*D {
-		w.tiles = make([]int32, len(w.sumX))
-	}
-	t := w.tiles[:nOut*D]
-	tileSums(t, w.ptrs, w.ends, D)
-	for j, v := range t {
-		sx[j] = float64(v) * h
-	}
-	Y := w.data.Y
-	for o := range nOut {
-		accY := sy[o*K : (o+1)*K]
-		for _, i := range w.idx[w.off[o]:w.off[o+1]] {
-			for j, v := range Y[int(i)*K : int(i)*K+K] {
-				accY[j] += float64(v)
-			}
-		}
-	}
-	return true
 }
 
 // sample appends output t's subset to w.idx.
@@ -441,10 +389,8 @@ func (w *worker) batch(t0, t1 int, out []float32) {
 	clear(sx)
 	clear(sy)
 	h := quantStep(w.pl.Cx)
-	if !tiledGather || !w.sumTiled(nOut, h, sx, sy) {
-		for o := range nOut {
-			w.sum(w.off[o], w.off[o+1], h, sx[o*D:(o+1)*D], sy[o*K:(o+1)*K])
-		}
+	for o := range nOut {
+		w.sum(w.off[o], w.off[o+1], h, sx[o*D:(o+1)*D], sy[o*K:(o+1)*K])
 	}
 	w.pl.finish(w.noise, sx, sy, out[:nOut*(D+K)])
 }
