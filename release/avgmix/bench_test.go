@@ -89,6 +89,29 @@ func BenchmarkReleaseHierarchical(b *testing.B) { benchRelease(b, Hierarchical, 
 // 16.5-20.1 us. In the L2 cache (a 256-row table) the float64 kernel took
 // 4.5 us and the int32 one 2.4 us: the gather is bound by memory, and half
 // the bytes per row (a 392-wide table) took half the time.
+//
+// Column tiles do not help on this VM (2026-11-23, load 0.5-1.1; the
+// experiment is commit b43b6cd, reverted in the next one). Summing a batch
+// tile by tile (16 columns, one cache line per row; for each tile all the
+// batch's outputs, the same exact sums) turns each row's 49 streamed lines
+// into 49 random single-line reads. Four alternating pairs of
+//
+//	go test -c -o old.test ./release/avgmix   # main; b43b6cd gives new.test
+//	./old.test -test.run '^$' -test.bench '^BenchmarkRelease$' -test.benchtime 5x
+//
+// took 1.30-1.62 cpu-s per release tiled against 1.05-1.16 row-wise. That
+// commit's BenchmarkTileExp (-bench 'TileExp$' -benchtime 20x) took, per
+// output of 64 rows: one batch of 82 outputs (no row is reused) 18-22 us tiled
+// against 11.4 us; 4096 outputs (each row reused about 4 times) 26-28 us
+// against 9.1 us, as a tile's column of the table (60000 lines, 3.8 MB) does
+// not stay in this VM's share of the L3: rows drawn from the first 16384
+// only (a 1 MB column) still took 17 us, from the first 4096 (256 KB, in L2)
+// 2.9 us against 4.5 us, the one case where tiles won. The table in huge
+// pages (madvise) changed neither, so the random lines wait on memory, not on
+// the TLB. Reuse would need groups of a thousand outputs or more whose
+// subsets are drawn before the noise of the earlier ones, which the worker's
+// single stream (per batch: subsets, then noise) does not allow unless the
+// noise is drawn ahead too.
 func BenchmarkGather(b *testing.B) {
 	data := benchData()
 	units := make([]float32, len(data.X))
