@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +81,41 @@ func TestAvgmixWithProbedInterrupts(t *testing.T) {
 		if tables != 0 {
 			t.Fatalf("interrupted after %v: the release table exists", delay)
 		}
+	}
+}
+
+// TestAvgmixEmitPanicStack: a panic while dp_avgmix writes its release (here
+// in the progress callback an embedding program installed) fails the
+// statement, charges nothing, and the "please report" error shows where it
+// happened. The release is written from avgmix's workers, and the panic
+// re-raised on the statement's goroutine, whose stack (the one the SQL
+// boundary's recover used to print) no longer shows the panic's site; with
+// the SQLite before 3.41 path, re-raised once more.
+func TestAvgmixEmitPanicStack(t *testing.T) {
+	for _, probe := range []bool{false, true} {
+		t.Run(fmt.Sprint("probe only ", probe), func(t *testing.T) {
+			sqlfuncs.ProbeOnly(probe)
+			defer sqlfuncs.ProbeOnly(false)
+			db := openDB(t, `SELECT dp_init(100)`)
+			fillTrain(t, db, "train", 2000, 4, 2)
+			sqlfuncs.SetProgress(func(fn string, done, total int) {
+				if done < total {
+					panic("progress callback panicked")
+				}
+			})
+			defer sqlfuncs.SetProgress(nil)
+			_, err := queryWithin(context.Background(), db, `SELECT dp_avgmix(features, label, json_object('classes', 2, 'into', 'r', 'T', 5000, 'm', 16, 'mu', 1.0, 'n', 2000)) FROM train`, time.Minute)
+			if err == nil {
+				t.Fatal("dp_avgmix succeeded although its progress callback panicked")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "internal error (please report): progress callback panicked") ||
+				!strings.Contains(msg, "TestAvgmixEmitPanicStack.func1.1") {
+				t.Errorf("the error does not show the panic's site:\n%s", msg)
+			}
+			if n := ledgerRows(t, db); n != 0 {
+				t.Errorf("the failed release left %d ledger rows", n)
+			}
+		})
 	}
 }
