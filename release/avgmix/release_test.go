@@ -641,3 +641,51 @@ func waitGoroutines(t *testing.T, before int) {
 		t.Errorf("%d goroutines left, %d before", g, before)
 	}
 }
+
+// TestReleaseEmitErrorExits: emit's error on the first or last row, with
+// one batch or many, T below a batch and T = 1 (one worker has no batch),
+// and on an empty table: Release returns that error after exactly the rows
+// up to it, in order, and leaves no goroutine behind.
+func TestReleaseEmitErrorExits(t *testing.T) {
+	const d, k = 8, 3
+	B := batchSize(d + k)
+	for _, tc := range []struct {
+		name   string
+		n, T   int
+		failAt int
+	}{
+		{"T = 1", 300, 1, 0},
+		{"T below a batch, first row", 300, B / 2, 0},
+		{"T below a batch, last row", 300, B / 2, B/2 - 1},
+		{"one full batch, last row", 300, B, B - 1},
+		{"two batches, first row of the second", 300, 2 * B, B},
+		{"many batches, first row", 300, 7*B + 5, 0},
+		{"many batches, last row", 300, 7*B + 5, 7*B + 4},
+		{"empty table, last row", 0, 3*B + 1, 3 * B},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := tinyData(5, tc.n, d, k, 1)
+			plan, err := NewPlan(nil, 300, d, k, Params{T: tc.T, M: 10, Mu: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := runtime.NumGoroutine()
+			stop := errors.New("stop here")
+			next := 0
+			err = Release(seededNoise(t, 16), data, plan, func(i int, x, y []float32) error {
+				if i != next {
+					t.Errorf("row %d emitted, want %d", i, next)
+				}
+				next++
+				if i == tc.failAt {
+					return stop
+				}
+				return nil
+			})
+			if !errors.Is(err, stop) || next != tc.failAt+1 {
+				t.Fatalf("Release returned %v after %d rows, want the emit error after %d", err, next, tc.failAt+1)
+			}
+			waitGoroutines(t, before)
+		})
+	}
+}
