@@ -585,7 +585,7 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 	}
 	ins := newBatchInsert(tx, q, "id", "x", "y")
 	var xb, yb []byte
-	err = avgmix.Release(noise, data, plan, func(i int, x, y []float32) error {
+	emit := func(i int, x, y []float32) error {
 		// SQLite copies bound blobs, so the views of x and y are only read
 		// during add.
 		xb, yb = encodedView(xb, x), encodedView(yb, y)
@@ -599,6 +599,10 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 			report(fn, i+1, plan.T)
 		}
 		return nil
+	}
+	// The workers of Release call emit, off the statement's goroutine.
+	err = writeOffStatement(tx, func() error {
+		return avgmix.Release(noise, data, plan, emit)
 	})
 	if ferr := ins.flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("%s: writing %s: %w", fn, into, ferr)

@@ -121,7 +121,7 @@ func (c *Conn) charge(fn string, ac accountant.Charge, release func(tx *sql.Tx) 
 		release = func(tx *sql.Tx) (map[string]any, error) {
 			// The release's writes (batchInsert) look for an interrupt
 			// of this connection's statement as they go.
-			releasing.Store(tx, c)
+			releasing.Store(tx, &releaseWrite{c: c})
 			defer releasing.Delete(tx)
 			more, err := inner(tx)
 			if err == nil && interrupted(c.handle) {
@@ -277,21 +277,97 @@ func interruptible[T any](c *Conn, fn string, f func() (T, error)) (T, error) {
 	}
 }
 
-// releasing maps the transaction of each release being written to the
-// connection whose statement runs it (*sql.Tx -> *Conn).
+// releasing maps the transaction of each release being written to its
+// releaseWrite (*sql.Tx -> *releaseWrite).
 var releasing sync.Map
+
+// releaseWrite is a release being written in a charge's transaction, for its
+// writes' checks of their statement's interrupt (writeInterrupted).
+type releaseWrite struct {
+	c *Conn // the connection whose statement runs the release
+	// offStatement is set while the writes run on goroutines other than the
+	// statement's (see writeOffStatement); seen is then set when the
+	// statement's goroutine finds the statement interrupted.
+	offStatement, seen atomic.Bool
+}
 
 // errWriteInterrupted is the error of a release's write that found its
 // statement interrupted.
 var errWriteInterrupted = errors.New("the statement was interrupted; the release was rolled back and nothing was charged")
 
 // writeInterrupted reports whether the statement writing a release in tx is
-// being interrupted. It runs on the statement's goroutine (the release's
-// writes are made from the function call), where any SQLite can tell; the
-// watch of untilInterrupted, in a goroutine of its own, needs SQLite 3.41.
+// being interrupted. On the statement's goroutine (the release's writes are
+// made from the function call) any SQLite can tell; on another one (see
+// writeOffStatement) only SQLite 3.41 and later can, and before, the
+// statement's goroutine tells the writes.
 func writeInterrupted(tx *sql.Tx) bool {
-	c, ok := releasing.Load(tx)
-	return ok && interrupted(c.(*Conn).handle)
+	v, ok := releasing.Load(tx)
+	if !ok {
+		return false
+	}
+	w := v.(*releaseWrite)
+	if w.offStatement.Load() {
+		return w.seen.Load() || interruptedFromAnywhere(w.c.handle)
+	}
+	return interrupted(w.c.handle)
+}
+
+// writeOffStatement runs write, which writes the release of tx from
+// goroutines other than the statement's (dp_avgmix's workers write their own
+// batches), and returns its error; a panic in write is re-raised here.
+//
+// Those goroutines can ask SQLite 3.41 and later whether the statement is
+// being interrupted (sqlite3_is_interrupted). An older SQLite (Debian 12's
+// 3.40, for the libsqlite3 build and the dp0 extension) tells only the
+// statement's own thread, through a probe statement on its connection; run
+// from another thread, the probe waits for the connection's mutex, which the
+// statement blocked in this goroutine holds: the release hung at its first
+// check. There write runs in a goroutine of its own, and this one, the
+// statement's, looks for an interrupt every interruptPoll and passes it on
+// to the writes.
+func writeOffStatement(tx *sql.Tx, write func() error) error {
+	v, ok := releasing.Load(tx)
+	if !ok {
+		return write()
+	}
+	w := v.(*releaseWrite)
+	w.offStatement.Store(true)
+	defer w.offStatement.Store(false)
+	if canPollInterrupts() {
+		return write()
+	}
+	type result struct {
+		err      error
+		pv       any
+		panicked bool
+	}
+	ch := make(chan result, 1)
+	go func() {
+		r := result{panicked: true}
+		defer func() {
+			if r.panicked {
+				r.pv = recover()
+			}
+			ch <- r
+		}()
+		r.err = write()
+		r.panicked = false
+	}()
+	t := time.NewTicker(interruptPoll)
+	defer t.Stop()
+	for {
+		select {
+		case r := <-ch:
+			if r.panicked {
+				panic(r.pv)
+			}
+			return r.err
+		case <-t.C:
+			if !w.seen.Load() && interrupted(w.c.handle) {
+				w.seen.Store(true)
+			}
+		}
+	}
 }
 
 // charging counts the charges in progress in this process.

@@ -117,3 +117,6 @@ func WatchesAfterStop(path string, n int) (late int, ok bool) {
 	})
 	return late, ok
 }
+
+// ProbeOnly is probeOnly: interrupts are then found as before SQLite 3.41.
+var ProbeOnly = probeOnly

@@ -46,9 +46,16 @@ static const char *dpsql_errmsg(void *db) { return sqlite3_errmsg((sqlite3*)db);
 // the run counter does not count.
 static __thread void *dpsql_probe;
 
+// dpsql_probe_only makes dpsql_interrupted probe as before 3.41 with any
+// SQLite (tests of that path; the probe works with every version).
+static int dpsql_probe_only;
+static void dpsql_set_probe_only(int on) { __atomic_store_n(&dpsql_probe_only, on, __ATOMIC_RELEASE); }
+
 // dpsql_can_poll reports whether dpsql_interrupted may be called from a
 // thread other than the one running the connection's statement.
-static int dpsql_can_poll(void) { return __atomic_load_n(&dpsql_has_is_interrupted, __ATOMIC_ACQUIRE); }
+static int dpsql_can_poll(void) {
+	return __atomic_load_n(&dpsql_has_is_interrupted, __ATOMIC_ACQUIRE) && !__atomic_load_n(&dpsql_probe_only, __ATOMIC_ACQUIRE);
+}
 
 // dpsql_interrupted reports whether the connection's running statement is
 // being interrupted. SQLite has said so since 3.41.0 (sqlite3_is_interrupted);
@@ -180,6 +187,17 @@ func checkVersion(v int) error {
 // canPollInterrupts reports whether the SQLite in use tells any goroutine
 // that a statement is being interrupted (sqlite3_is_interrupted, 3.41).
 func canPollInterrupts() bool { return C.dpsql_can_poll() != 0 }
+
+// probeOnly makes interrupted probe as it must before SQLite 3.41 (a
+// statement run on the connection, only from the statement's own goroutine),
+// whatever the SQLite, while on: tests of that path use it.
+func probeOnly(on bool) {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.dpsql_set_probe_only(v)
+}
 
 // versionName spells a SQLite version number (3041000 is "3.41.0").
 func versionName(v int) string {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"runtime"
+	"runtime/debug"
 	"sync"
 
 	"github.com/dpsql/dpsql/release"
@@ -90,10 +92,11 @@ func batchSize(width int) int {
 }
 
 // Release computes the T rows of plan from data and passes them to emit in
-// order, i = 0..T-1, one call at a time, from the workers' goroutines (a
-// panic in emit is re-raised on the caller's). The slices x (length D) and
-// y (length K) are reused after emit returns: copy them to keep them. If emit
-// returns an error, Release stops and returns it.
+// order, i = 0..T-1, one call at a time, from the workers' goroutines: a
+// panic there, in emit or a worker, is re-raised on the caller's as a
+// *[WorkerPanic], and emit's runtime.Goexit ends the caller's goroutine. The
+// slices x (length D) and y (length K) are reused after emit returns: copy
+// them to keep them. If emit returns an error, Release stops and returns it.
 //
 // Release first clips and quantises data.X and data.Y in place (also when it
 // later fails; a zero feature is left as +0). While it runs, data.X holds
@@ -155,12 +158,17 @@ func Release(noise *release.Noise, data Data, plan *Plan, emit func(i int, x, y 
 		turn[w] = make(chan struct{}, 1)
 	}
 	turn[0] <- struct{}{}
-	stopped := make(chan struct{}) // closed when emit fails or panics
+	stopped := make(chan struct{}) // closed when emit fails or a worker panics
 	var (
-		emitErr  error
-		panicVal any
-		panicked bool
+		failOnce sync.Once
+		failure  workerFailure // the first failure; read after wg.Wait
 	)
+	fail := func(f workerFailure) {
+		failOnce.Do(func() {
+			failure = f
+			close(stopped)
+		})
+	}
 	var wg sync.WaitGroup
 	for w := range workers {
 		wk := &worker{
@@ -174,59 +182,104 @@ func Release(noise *release.Noise, data Data, plan *Plan, emit func(i int, x, y 
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
+			// A panic in emit or in the worker's own code, or emit's
+			// runtime.Goexit (a test's t.FailNow), must stop the other
+			// worker too, which would otherwise wait for the turn forever,
+			// and reach the caller's goroutine; a panic not recovered here
+			// would end the process, past sqlfuncs' recover at the SQL
+			// boundary.
+			finished := false
+			defer func() {
+				if !finished {
+					r := recover()
+					fail(workerFailure{panicked: true, goexit: r == nil, value: r, stack: debug.Stack()})
+				}
+			}()
 			buf := make([]float32, B*width)
 			for b := w; b < nb; b += workers {
 				select {
 				case <-stopped:
+					finished = true
 					return
 				default:
 				}
 				t0 := b * B
+				if testBeforeBatch != nil {
+					testBeforeBatch(b)
+				}
 				wk.batch(t0, min(t0+B, plan.T), buf)
 				select {
 				case <-turn[w]:
 				case <-stopped:
+					finished = true
 					return
 				}
-				// Only the token's holder emits, so emitErr and panicVal
-				// are written by one goroutine at a time, and read after
-				// wg.Wait.
-				if !emitBatch(emit, buf, t0, min(B, plan.T-t0), data.D, width, &emitErr, &panicVal, &panicked) {
-					close(stopped)
+				// Only the token's holder emits.
+				if err := emitBatch(emit, buf, t0, min(B, plan.T-t0), data.D, width); err != nil {
+					fail(workerFailure{err: err})
+					finished = true
 					return
 				}
 				turn[(w+1)%workers] <- struct{}{}
 			}
+			finished = true
 		}(w)
 	}
 	wg.Wait()
-	if panicked {
-		panic(panicVal)
+	switch {
+	case failure.goexit:
+		runtime.Goexit()
+	case failure.panicked:
+		panic(&WorkerPanic{Value: failure.value, Stack: failure.stack})
 	}
-	return emitErr
+	return failure.err
+}
+
+// testBeforeBatch, when set (by tests only), is called by a worker before it
+// computes batch b.
+var testBeforeBatch func(b int)
+
+// workerFailure is how a worker of Release stopped early: emit's error, or a
+// panic (in emit or the worker) with its value and stack, or emit's
+// runtime.Goexit.
+type workerFailure struct {
+	err      error
+	panicked bool
+	goexit   bool
+	value    any
+	stack    []byte
+}
+
+// WorkerPanic is the value Release panics with, on its caller's goroutine,
+// when emit or one of its workers panicked on theirs: the original value and
+// the stack of the goroutine where it happened, which the caller's own stack
+// no longer shows.
+type WorkerPanic struct {
+	Value any    // what emit or the worker panicked with
+	Stack []byte // the panicking goroutine's stack (runtime/debug.Stack)
+}
+
+// Error returns the value and the stack where it was raised.
+func (p *WorkerPanic) Error() string {
+	return fmt.Sprintf("%v\n\nraised in a worker of avgmix.Release:\n%s", p.Value, p.Stack)
+}
+
+// Unwrap returns the value when it is an error.
+func (p *WorkerPanic) Unwrap() error {
+	err, _ := p.Value.(error)
+	return err
 }
 
 // emitBatch passes the n rows of a computed batch, outputs t0.. of width
-// floats each in buf, to emit. It reports whether every call succeeded,
-// storing emit's error in *err or, if emit panicked, its value in *pv (and
-// *panicked: the value may be nil), for Release to return or re-panic on
-// its caller's goroutine.
-func emitBatch(emit func(i int, x, y []float32) error, buf []float32, t0, n, d, width int, err *error, pv *any, panicked *bool) (ok bool) {
-	returned := false
-	defer func() {
-		if !returned {
-			*pv, *panicked, ok = recover(), true, false
-		}
-	}()
+// floats each in buf, to emit, and returns emit's first error.
+func emitBatch(emit func(i int, x, y []float32) error, buf []float32, t0, n, d, width int) error {
 	for o := range n {
 		row := buf[o*width : (o+1)*width]
-		if e := emit(t0+o, row[:d:d], row[d:]); e != nil {
-			*err, returned = e, true
-			return false
+		if err := emit(t0+o, row[:d:d], row[d:]); err != nil {
+			return err
 		}
 	}
-	returned = true
-	return true
+	return nil
 }
 
 // clipData clips and quantises the features and Y in place, on two

@@ -517,8 +517,16 @@ func TestReleaseEmitPanic(t *testing.T) {
 	before := runtime.NumGoroutine()
 	func() {
 		defer func() {
-			if r := recover(); r != "emit panicked" {
-				t.Fatalf("recovered %v, want the emit's panic", r)
+			// The value comes with the stack of the worker that panicked,
+			// which the caller's own stack (what sqlfuncs' guard prints)
+			// does not show.
+			r := recover()
+			wp, ok := r.(*WorkerPanic)
+			if !ok || wp.Value != "emit panicked" {
+				t.Fatalf("recovered %v, want the emit's panic as a *WorkerPanic", r)
+			}
+			if !strings.Contains(string(wp.Stack), "TestReleaseEmitPanic.func") || !strings.Contains(wp.Error(), "emit panicked") {
+				t.Errorf("the panic's stack does not show emit:\n%s", wp.Error())
 			}
 		}()
 		_ = Release(seededNoise(t, 16), data, plan, func(i int, x, y []float32) error {
@@ -539,5 +547,145 @@ func TestReleaseEmitPanic(t *testing.T) {
 		if g != want[i] || (g == 0 && math.Signbit(float64(g))) {
 			t.Fatalf("value %d: %v after the panic, want %v", i, g, want[i])
 		}
+	}
+}
+
+// TestReleaseWorkerPanic: a panic in a worker's own code (a bug in the
+// mixing), while the other worker waits for its turn or emits, reaches the
+// caller's goroutine, where sqlfuncs recovers it at the SQL boundary; not
+// recovered on the worker's goroutine, it ended the process. No goroutine
+// is left behind, and emit saw a prefix of the rows, in order.
+func TestReleaseWorkerPanic(t *testing.T) {
+	data := tinyData(5, 300, 8, 3, 1)
+	plan, err := NewPlan(nil, 300, 8, 3, Params{T: 5000, M: 10, Mu: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	B := batchSize(data.D + data.K)
+	for _, bad := range []int{0, 1, 3, (plan.T+B-1)/B - 1} { // both workers, first and last batches
+		t.Run(fmt.Sprint("batch ", bad), func(t *testing.T) {
+			testBeforeBatch = func(b int) {
+				if b == bad {
+					panic(fmt.Sprintf("batch %d broke", b))
+				}
+			}
+			defer func() { testBeforeBatch = nil }()
+			before := runtime.NumGoroutine()
+			next := 0
+			func() {
+				defer func() {
+					r := recover()
+					wp, ok := r.(*WorkerPanic)
+					if !ok || wp.Value != fmt.Sprintf("batch %d broke", bad) || !strings.Contains(string(wp.Stack), "TestReleaseWorkerPanic.func") {
+						t.Fatalf("recovered %v, want the worker's panic with its stack", r)
+					}
+				}()
+				_ = Release(seededNoise(t, 16), cloneData(data), plan, func(i int, x, y []float32) error {
+					if i != next {
+						t.Errorf("row %d emitted, want %d", i, next)
+					}
+					next++
+					return nil
+				})
+				t.Fatal("Release returned although a worker panicked")
+			}()
+			if next > bad*B {
+				t.Errorf("%d rows emitted, but batch %d (rows %d..) was never computed", next, bad, bad*B)
+			}
+			waitGoroutines(t, before)
+		})
+	}
+}
+
+// TestReleaseEmitGoexit: an emit that calls runtime.Goexit (t.FailNow in a
+// test's emit) ends the caller's goroutine, as it did when emit ran there,
+// instead of leaving the other worker waiting for the turn and Release for
+// the workers, forever.
+func TestReleaseEmitGoexit(t *testing.T) {
+	data := tinyData(5, 300, 8, 3, 1)
+	plan, err := NewPlan(nil, 300, 8, 3, Params{T: 5000, M: 10, Mu: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	exited, returned := make(chan struct{}), false
+	go func() {
+		defer close(exited)
+		_ = Release(seededNoise(t, 16), data, plan, func(i int, x, y []float32) error {
+			if i == 700 {
+				runtime.Goexit()
+			}
+			return nil
+		})
+		returned = true
+	}()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Release still runs 30 s after emit's runtime.Goexit")
+	}
+	if returned {
+		t.Error("Release returned after emit's runtime.Goexit; the caller's goroutine should have exited")
+	}
+	waitGoroutines(t, before)
+}
+
+// waitGoroutines fails t unless the goroutines are back to before within 2 s.
+func waitGoroutines(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if g := runtime.NumGoroutine(); g > before {
+		t.Errorf("%d goroutines left, %d before", g, before)
+	}
+}
+
+// TestReleaseEmitErrorExits: emit's error on the first or last row, with
+// one batch or many, T below a batch and T = 1 (one worker has no batch),
+// and on an empty table: Release returns that error after exactly the rows
+// up to it, in order, and leaves no goroutine behind.
+func TestReleaseEmitErrorExits(t *testing.T) {
+	const d, k = 8, 3
+	B := batchSize(d + k)
+	for _, tc := range []struct {
+		name   string
+		n, T   int
+		failAt int
+	}{
+		{"T = 1", 300, 1, 0},
+		{"T below a batch, first row", 300, B / 2, 0},
+		{"T below a batch, last row", 300, B / 2, B/2 - 1},
+		{"one full batch, last row", 300, B, B - 1},
+		{"two batches, first row of the second", 300, 2 * B, B},
+		{"many batches, first row", 300, 7*B + 5, 0},
+		{"many batches, last row", 300, 7*B + 5, 7*B + 4},
+		{"empty table, last row", 0, 3*B + 1, 3 * B},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := tinyData(5, tc.n, d, k, 1)
+			plan, err := NewPlan(nil, 300, d, k, Params{T: tc.T, M: 10, Mu: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := runtime.NumGoroutine()
+			stop := errors.New("stop here")
+			next := 0
+			err = Release(seededNoise(t, 16), data, plan, func(i int, x, y []float32) error {
+				if i != next {
+					t.Errorf("row %d emitted, want %d", i, next)
+				}
+				next++
+				if i == tc.failAt {
+					return stop
+				}
+				return nil
+			})
+			if !errors.Is(err, stop) || next != tc.failAt+1 {
+				t.Fatalf("Release returned %v after %d rows, want the emit error after %d", err, next, tc.failAt+1)
+			}
+			waitGoroutines(t, before)
+		})
 	}
 }
