@@ -15,7 +15,7 @@ import (
 )
 
 // The hash chain over dp_ledger. Each row's hash is SHA-256 over its canonical
-// content, which includes the previous row's hash; the README's ledger section
+// content, which includes the previous row's hash; docs/ledger.md
 // specifies the canonical forms byte for byte.
 
 // GenesisHash is the prev_hash of the first ledger row.

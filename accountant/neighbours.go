@@ -9,7 +9,7 @@ import (
 // relation, as stated when they agree; an add/remove entry in a replace-one
 // scope is converted (Gaussian and external: 2 mu; Laplace: 2 epsilon;
 // subsampled Gaussian: the replace-one pair); anything else is refused. Why
-// is written once, in the README, "The privacy model in plain words", paragraph "One neighbour relation per scope".
+// is written once, in docs/privacy-model.md, paragraph "One neighbour relation per scope".
 
 // ErrNeighbours reports an entry whose neighbour relation its scope cannot
 // account.

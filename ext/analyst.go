@@ -42,7 +42,7 @@ func splitRole(dsn string) (string, bool, error) {
 // dp_role=analyst. Protected tables are reachable only through
 // SELECT WITH DIFFERENTIAL_PRIVACY; public tables, the ledger, budgets and
 // policies are readable and never writable. The owner's process holds the
-// file; the analyst gets only this *sql.DB (see the README's threat model).
+// file; the analyst gets only this *sql.DB (see the threat model in docs/protected-mode.md).
 func OpenAnalyst(path, scope string) (*sql.DB, error) {
 	ctx := context.Background()
 	dsn := DSN(path) + "&dp_role=analyst"

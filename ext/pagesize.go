@@ -30,8 +30,8 @@ import (
 // ms a charge against 0.95 ms); a fraction of a millisecond that a
 // budget-limited workload of charges does not notice. The -wal file of a
 // file open to charges grows to SQLite's 1000-page checkpoint threshold,
-// 64 MB instead of 16 MB, until the last connection closes (the README's
-// figures after the dp_avgmix rounds have the commands).
+// 64 MB instead of 16 MB, until the last connection closes (docs/benchmarks.md
+// has the figures and their commands).
 const PageSize = 65536
 
 // prepareFile creates an empty database file at path with [PageSize] pages

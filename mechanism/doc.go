@@ -6,7 +6,7 @@
 // It is a leaf: it imports nothing of dpsql, so that the mechanisms (package
 // release) describe their releases without importing the accountant, and
 // the accountant prices exactly what they describe. The meaning of every
-// field, per kind, is in the README's ledger section ("Params
+// field, per kind, is in docs/ledger.md ("Params
 // records"); why a release states add/remove or replace-one neighbours is in
-// the README, "The privacy model in plain words", paragraph "One neighbour relation per scope".
+// docs/privacy-model.md, paragraph "One neighbour relation per scope".
 package mechanism

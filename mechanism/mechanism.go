@@ -7,8 +7,8 @@ import (
 	"math"
 )
 
-// Mechanism kinds: every kind the accountant prices (see the README's ledger
-// section for each kind's fields).
+// Mechanism kinds: every kind the accountant prices (see docs/ledger.md,
+// "Params records", for each kind's fields).
 const (
 	KindGaussian           = "gaussian"            // Gaussian noise: Mu, or Sensitivity and Sigma
 	KindSubsampledGaussian = "subsampled_gaussian" // Poisson-subsampled Gaussian: Q, Sigma (noise multiplier), Steps
@@ -29,7 +29,7 @@ const (
 // (one row added or removed, the default) or replace-one (one row replaced by
 // another). Why each release states the relation it does, and how a scope of
 // one relation accounts entries of the other, is written once, in
-// the README, "The privacy model in plain words", paragraph "One neighbour relation per scope".
+// docs/privacy-model.md, paragraph "One neighbour relation per scope".
 const (
 	AddRemove  = "add_remove"
 	ReplaceOne = "replace_one"
@@ -38,7 +38,7 @@ const (
 // Mechanism describes one release completely enough to re-account it later.
 // It is stored, as JSON, in every ledger row; dp_cost takes the same JSON.
 // It is the union of the kinds' fields: which fields each kind reads is in
-// the field comments and the README's ledger section.
+// the field comments and docs/ledger.md, "Params records".
 type Mechanism struct {
 	Kind        string  `json:"mechanism"`
 	Mu          float64 `json:"mu,omitempty"`          // GDP parameter (gaussian, external)

@@ -2,7 +2,7 @@ package mechanism
 
 // Params records: what a release records in its ledger row beside the
 // mechanism, one typed record per release, with the JSON keys the row
-// carries. The README's ledger section documents every field. A record's
+// carries. docs/ledger.md ("Params records") documents every field. A record's
 // keys never name a mechanism field (the accountant refuses a row whose
 // params would re-account differently).
 

@@ -9,8 +9,8 @@ import (
 )
 
 // Records names the params record of every release that charges the
-// ledger: a function returning a pointer to a zero record of its type. The
-// README's ledger section documents each.
+// ledger: a function returning a pointer to a zero record of its type. docs/ledger.md
+// ("Params records") documents each.
 var Records = map[string]func() any{
 	"dp_gaussian":          func() any { return new(Gaussian) },
 	"dp_vec_sum":           func() any { return new(VecSum) },

@@ -6,7 +6,7 @@ import (
 )
 
 // recordKeys pins every params record's JSON keys: a renamed or dropped key
-// (sigma vs sigma_applied) fails here, and the README's ledger section and
+// (sigma vs sigma_applied) fails here, and docs/ledger.md ("Params records") and
 // the rows already written must change with it.
 var recordKeys = map[string]string{
 	"dp_gaussian":          "delta_requested dim epsilon_requested grid noise_tv",

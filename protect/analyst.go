@@ -21,7 +21,7 @@ import (
 // SQLite connection under an authorizer that refuses whatever touches a
 // protected table, writes outside TEMP, ATTACH, ANALYZE and the sqlite_stat
 // tables, most PRAGMAs, load_extension and the functions that change the
-// budget or the scope (see the README's refusal list). Its scope is fixed
+// budget or the scope (see the refusal list in docs/protected-mode.md). Its scope is fixed
 // when it is opened.
 type AnalystConn struct {
 	sc      *sqlite3.SQLiteConn

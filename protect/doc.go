@@ -15,5 +15,5 @@
 //	external.go the plan, per-row SQL and noise exported for engines outside SQLite (dpsql-beam aggregate)
 //
 // The privacy argument, the accepted SQL and the refusal list are written
-// once, in the README's "Protected mode" section.
+// once, in docs/protected-mode.md.
 package protect

@@ -184,7 +184,7 @@ func TestLaplaceCountStatistical(t *testing.T) {
 // the Gaussian's (analytic calibration, accountant.Mu). The Laplace scale is
 // the smallest b = 1/eps0 whose profile delta(eps) = 1 - e^((eps - eps0)/2)
 // meets delta, i.e. eps0 = eps - 2 log(1 - delta); the PLD accountant must
-// certify the same eps0 independently. Run with -v for the README's table.
+// certify the same eps0 independently. Run with -v for the table in docs/protected-mode.md.
 func TestCountNoiseTable(t *testing.T) {
 	t.Logf("| epsilon | delta | Laplace b | Laplace E|Z| | Laplace Var | Gaussian sigma | Gaussian E|Z| | Gaussian Var | cheaper (variance) | cheaper (E|Z|) |")
 	t.Logf("|---|---|---|---|---|---|---|---|---|---|")

@@ -113,7 +113,7 @@ func GaussianSigma(sensitivity, mu float64, dim int) (float64, error) {
 // Why AES-CTR: the Gaussian sampler takes two words per coordinate, and a
 // dp_avgmix release on the Fashion-MNIST shape draws about 4.8e7 samples.
 // With AES instructions the whole sampler runs about twice as fast as on
-// ChaCha8 (BenchmarkAddGaussianRelease; figures in the README). As a source of
+// ChaCha8 (BenchmarkAddGaussianRelease; figures in docs/privacy-model.md). As a source of
 // uniform bits: for q blocks under one key, no adversary tells AES-256-CTR
 // from uniform bits with advantage above Adv_PRP(AES-256) + q(q-1)/2^129 (the
 // PRP/PRF switching lemma: the counter blocks are distinct, so a random

@@ -18,6 +18,6 @@
 //	client.go     a Go client of the API (used by `dpsql query --remote` and `dpsql shell --remote`)
 //	web.go        the analysts' web page at /, embedded from web/index.html
 //
-// The API, the threat model and the owner's setup are written once, in the
-// README's "Analyst service" section.
+// The API, the threat model and the owner's setup are written once, in
+// docs/service.md.
 package serve

@@ -85,7 +85,7 @@ type selectTopmOptions struct {
 //
 // It dominates the call soundly: the add/remove mu_s-GDP selection is
 // 2 mu_s-GDP for a replacement (the argument is written once, in
-// the README, "The privacy model in plain words", paragraph "One neighbour relation per scope"); the release then runs on the
+// docs/privacy-model.md, paragraph "One neighbour relation per scope"); the release then runs on the
 // selection's output, and adaptive composition of GDP adds the squares. The price of a single entry is the factor 2 on the
 // selection, which separate add/remove and replace-one entries would not pay
 // in the scope's mu_spent. Every component (each Gaussian of the selection

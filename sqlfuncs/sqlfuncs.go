@@ -2,30 +2,11 @@
 // vectors, charges the ledger (package accountant) and calls the mechanisms
 // (package release). It holds no mathematics of its own.
 //
-// Functions added to each connection by [Register]:
-//
-//	dp_version()                              dpsql's version
-//	dp_init(mu [, delta [, scope [, neighbours]]])           create the ledger and a budget scope of mu-GDP
-//	dp_init_epsilon(epsilon, delta [, scope [, neighbours]]) the same from an (epsilon, delta) budget
-//	dp_use_scope(scope)                       charge this connection's calls to scope
-//	dp_scope()                                the scope this connection charges
-//	dp_budget_remaining([scope])              mu still available in the scope
-//	gdp_spend(mu [, note])                    record a spend made outside dpsql
-//	dp_gaussian(x, sensitivity, mu)           x + N(0, (sensitivity/mu)^2); x a number, or a vector (float32 BLOB or JSON array TEXT; the result is a BLOB)
-//	dp_gaussian(x, sensitivity, epsilon, delta) the same, calibrated by the analytic Gaussian mechanism
-//	dp_laplace(x, sensitivity, epsilon)       x + rounded Laplace noise, epsilon-DP (noise.go)
-//	dp_tlaplace(x, sensitivity, epsilon, delta) x + rounded truncated Laplace noise, delta in (0, 0.5)
-//	dp_optnoise(x, sensitivity, epsilon, delta [, loss]) x + LP-optimised noise for loss 'l1' or 'l2' (optnoise.go)
-//	gdp_epsilon(mu, delta)                    epsilon of mu-GDP at delta
-//	gdp_delta(mu, epsilon)                    delta of mu-GDP at epsilon
-//	gdp_mu(epsilon, delta)                    largest mu with (epsilon, delta)
-//	dp_avgmix(features, label, options)       aggregate: NeuroMixGDP release of T noisy mixup averages into a new table (sizes from the asserted 'n' or a charged noisy count)
-//	dp_cost(mechanism_json, delta)            rigorous epsilon of a planned release (no charge)
-//	dp_cost_report(mechanism_json, delta)     the same beside the GDP (central-limit) figure, as JSON
-//	dp_epsilon([scope,] delta)                rigorous epsilon of everything a scope has spent
-//	dp_select_topm(table, options)            private top-m feature selection (DFS) and per-row noisy release of a whole base table into a new table, in rowid order
-//	dp_vec_sum(x, clip, mu)                   aggregate: sum of the rows' vectors, each clipped to L2 norm clip, + N(0, (clip/mu)^2) per coordinate
-//	dp_vec_select(x, indices_json)            NOT private: a plain projection of raw data (the coordinates indices of x), e.g. to apply a released selection to public rows; no noise, no charge
+// [Register] adds dpsql's SQL functions (dp_init, dp_gaussian, dp_avgmix,
+// dp_select_topm, gdp_epsilon, ...) to a connection. Their reference, one
+// entry per function with its arguments, charge and errors, is written once,
+// in docs/sql-reference.md; TestFunctionList pins the set, and
+// TestSQLReferenceNamesEveryFunction checks that the reference names each.
 //
 // Every noisy function is registered as non-deterministic, so SQLite never
 // folds or reuses a noisy value, and commits its charge on a separate ledger

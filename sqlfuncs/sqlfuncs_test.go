@@ -3,6 +3,7 @@ package sqlfuncs_test
 import (
 	"database/sql"
 	"math"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -312,5 +313,38 @@ func TestFunctionList(t *testing.T) {
 		"gdp_delta", "gdp_epsilon", "gdp_mu", "gdp_spend"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("functions:\n got  %v\n want %v", got, want)
+	}
+}
+
+// TestSQLReferenceNamesEveryFunction keeps docs/sql-reference.md, the one
+// reference of the SQL surface (the package doc points there), complete: every
+// function a connection gets appears in it as `name(`.
+func TestSQLReferenceNamesEveryFunction(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "sql-reference.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t, "")
+	rows, err := db.Query(`SELECT DISTINCT name FROM pragma_function_list WHERE name LIKE 'dp\_%' ESCAPE '\' OR name LIKE 'gdp\_%' ESCAPE '\' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if !strings.Contains(string(doc), "`"+name+"(") {
+			t.Errorf("docs/sql-reference.md does not document %s (no `%s(`)", name, name)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n < 20 {
+		t.Fatalf("only %d functions listed", n)
 	}
 }

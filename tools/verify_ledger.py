@@ -4,7 +4,7 @@
 Usage: python3 tools/verify_ledger.py DB [--head ID:HASH] [--immutable] [--each]
 
 Recomputes, in id order, the SHA-256 of every row of dp_ledger over its
-canonical form (specified in the README, section "The ledger") and checks that
+canonical form (specified in docs/ledger.md) and checks that
 it equals the row's hash and that the row's prev_hash is the previous row's
 hash (64 zeros for the first row). With --head ID:HASH (as printed by
 `dpsql audit head DB`), the chain must still contain that exact row.

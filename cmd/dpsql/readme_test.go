@@ -15,8 +15,9 @@ import (
 	"time"
 )
 
-// readmeBlock is one ```sh or ```bash block of README.md.
+// readmeBlock is one ```sh or ```bash block of README.md or a page of docs/.
 type readmeBlock struct {
+	file    string // README.md or docs/PAGE.md, set by docBlocks
 	line    int    // line of the opening fence, counting from 1
 	section string // the heading above it
 	shell   string // "sh" or "bash"
@@ -24,7 +25,49 @@ type readmeBlock struct {
 }
 
 func (b readmeBlock) name() string {
-	return fmt.Sprintf("README.md:%d (%s)", b.line, b.section)
+	return fmt.Sprintf("%s:%d (%s)", b.file, b.line, b.section)
+}
+
+// docFiles lists the Markdown files whose shell blocks run as written:
+// README.md first, then every docs/*.md in name order, relative to root.
+func docFiles(root string) ([]string, error) {
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	files := []string{"README.md"}
+	for _, p := range pages { // Glob sorts
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, filepath.ToSlash(rel))
+	}
+	return files, nil
+}
+
+// docBlocks reads the shell blocks of every file docFiles lists, in order.
+func docBlocks(root string) ([]readmeBlock, error) {
+	files, err := docFiles(root)
+	if err != nil {
+		return nil, err
+	}
+	var all []readmeBlock
+	for _, f := range files {
+		md, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
+		if err != nil {
+			return nil, err
+		}
+		blocks, err := readmeBlocks(string(md))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		for i := range blocks {
+			blocks[i].file = f
+		}
+		all = append(all, blocks...)
+	}
+	return all, nil
 }
 
 // userHome and userCacheHome are the environment's before TestMain points
@@ -49,6 +92,8 @@ func readmeBlocks(md string) ([]readmeBlock, error) {
 			if m[1] == "sh" || m[1] == "bash" {
 				cur = &readmeBlock{line: n, section: section, shell: m[1]}
 			}
+		case inFence && m != nil && m[1] != "":
+			return nil, fmt.Errorf("line %d: a ```%s block opens inside another code block (a closing ``` missing above?)", n, m[1])
 		case inFence && line == "```":
 			inFence = false
 			if cur != nil {
@@ -62,7 +107,7 @@ func readmeBlocks(md string) ([]readmeBlock, error) {
 		}
 	}
 	if inFence {
-		return nil, fmt.Errorf("README.md ends inside a code block")
+		return nil, fmt.Errorf("the text ends inside a code block")
 	}
 	return blocks, sc.Err()
 }
@@ -73,38 +118,38 @@ func TestReadmeBlocksExtracted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []readmeBlock{{2, "T", "sh", "echo a\n"}, {9, "S", "bash", "echo b\necho c\n"}}
+	want := []readmeBlock{{"", 2, "T", "sh", "echo a\n"}, {"", 9, "S", "bash", "echo b\necho c\n"}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("blocks %v, want %v", got, want)
 	}
 }
 
-// TestReadmeShellBlocks runs every ```sh and ```bash block of README.md as
-// written, in order, in one fresh copy of the repository (so that ./cmd/dpsql
+// TestReadmeShellBlocks runs every ```sh and ```bash block of README.md and
+// then of docs/*.md (in name order) as written, in order, in one fresh copy
+// of the repository (every block from its root) (so that ./cmd/dpsql
 // resolves and files one block writes are there for the next), with a freshly
 // built dpsql first on PATH, HOME and GOBIN in a temporary directory, no
 // network (GOPROXY=off) and standard input empty. Each block runs with -e
 // (stop at the first failing command) and -x (commands traced with "+"), so a
 // failure shows the block, the command and its output.
 //
-// To rerun after editing README.md: go test ./cmd/dpsql -run TestReadmeShellBlocks -v
+// Other blocks (```text, ```sql, ```go) are not run: write commands that
+// cannot run here (a cluster, a dataset not installed) in a ```text block.
+//
+// To rerun after editing the docs: go test ./cmd/dpsql -run TestReadmeShellBlocks -v
 func TestReadmeShellBlocks(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: the README blocks build dpsql and run it")
+		t.Skip("-short: the README's and docs' blocks build dpsql and run it")
 	}
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	md, err := os.ReadFile(filepath.Join(root, "README.md"))
+	blocks, err := docBlocks(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks, err := readmeBlocks(string(md))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(blocks) == 0 {
+	if len(blocks) == 0 || blocks[0].file != "README.md" {
 		t.Fatal("README.md has no sh or bash blocks")
 	}
 
@@ -231,6 +276,12 @@ func copySourceTree(root, dst string) error {
 		}
 	}
 	return nil
+}
+
+func TestReadmeBlocksUnclosedFence(t *testing.T) {
+	if _, err := readmeBlocks("```sh\necho a\n\n```go\nx\n```\n"); err == nil {
+		t.Fatal("a block opening inside an unclosed one was accepted")
+	}
 }
 
 func TestWithoutRunningTests(t *testing.T) {

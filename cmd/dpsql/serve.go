@@ -26,8 +26,8 @@ SELECT (SELECT WITH DIFFERENTIAL_PRIVACY on protected tables, charged to the
 account's scope; a plain SELECT on public tables); GET /v1/budget and
 GET /v1/ledger show the account's own scope; / is a web page for analysts.
 The service listens on loopback unless told otherwise; any other address needs
-TLS (--tls-cert and --tls-key). Ctrl-C stops it. The README's "Analyst
-service" section documents the API and the threat model.`,
+TLS (--tls-cert and --tls-key). Ctrl-C stops it. The repository's docs/service.md
+documents the API and the threat model.`,
 		Example: `  dpsql serve clinic.db
   dpsql serve clinic.db --listen 0.0.0.0:8642 --tls-cert cert.pem --tls-key key.pem`,
 		Args: nargs("DB"),

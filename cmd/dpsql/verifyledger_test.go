@@ -204,10 +204,10 @@ func TestPythonVerifierDetects(t *testing.T) {
 	}
 }
 
-// TestReadmeCanonicalExample keeps the README's worked example of the
-// canonical form true: its text and hash are what Row.ComputeHash computes.
+// TestReadmeCanonicalExample keeps the worked example of the canonical form
+// in docs/ledger.md true: its text and hash are what Row.ComputeHash computes.
 func TestReadmeCanonicalExample(t *testing.T) {
-	md, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	md, err := os.ReadFile(filepath.Join("..", "..", "docs", "ledger.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,11 +217,11 @@ func TestReadmeCanonicalExample(t *testing.T) {
 	canon := `[1,7,"2026-01-02T03:04:05.123456Z","charge","été","external","0.10000000000000001","{\"mechanism\":\"external\",\"mu\":0.1,\"note\":\"a\u003cb \u0026 c\"}","SELECT gdp_spend(0.1, 'a\u003cb \u0026 c')","abababababababababababababababababababababababababababababababab"]`
 	sum := sha256.Sum256([]byte(canon))
 	if h := r.ComputeHash(); h != hex.EncodeToString(sum[:]) {
-		t.Fatalf("ComputeHash = %s, but the README's canonical text hashes to %x", h, sum)
+		t.Fatalf("ComputeHash = %s, but the canonical text of docs/ledger.md hashes to %x", h, sum)
 	}
 	for _, want := range []string{"\n" + canon + "\n", "and its hash is `" + r.ComputeHash() + "`"} {
 		if !strings.Contains(string(md), want) {
-			t.Errorf("README.md lacks %q", want)
+			t.Errorf("docs/ledger.md lacks %q", want)
 		}
 	}
 }

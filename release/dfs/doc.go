@@ -41,7 +41,7 @@
 // replace-one sensitivity 2 CRelease and that mu, which the ledger charges as
 // stated: the factor 2 already is both add/remove steps of a replacement.
 // How a scope accounts entries of both relations is written once, in
-// the README, "The privacy model in plain words", paragraph "One neighbour relation per scope".
+// docs/privacy-model.md, paragraph "One neighbour relation per scope".
 //
 // Labels. The paper releases labels in clear. Labels = "public" keeps that,
 // as a documented assumption: the labels are known to the adversary and only

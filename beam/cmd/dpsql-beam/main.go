@@ -11,8 +11,7 @@
 // Spark or Dataflow with Beam's --runner and --endpoint flags), and imports
 // the noisy rows into the release table. A failed job has still spent its
 // budget and releases nothing; either way the job's outcome is appended to the
-// ledger as a record (kind "outcome", see outcome.go). See the README section
-// "Beam pipelines".
+// ledger as a record (kind "outcome", see outcome.go). See docs/beam.md.
 //
 // When a runner starts this binary as a Beam worker (--worker), it serves
 // the pipeline's DoFns instead.
