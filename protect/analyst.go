@@ -141,7 +141,7 @@ func (c *AnalystConn) refresh(ctx context.Context, query string) error {
 	if hasVacuum(query) {
 		return &Refusal{Msg: "VACUUM is not available on an analyst connection (VACUUM INTO copies the whole file)"}
 	}
-	ps, err := c.engine.policies.load(ctx, c.engine.db)
+	ps, err := c.engine.policies.load(ctx, c.engine.meta)
 	if err != nil {
 		return fmt.Errorf("reading the protection policies: %w", err)
 	}

@@ -23,7 +23,10 @@ import (
 // connection of its own, which no analyst ever holds.
 type Engine struct {
 	path string
-	db   *sql.DB
+	db   *sql.DB // reads of protected tables
+	// meta plans statements (policies, schema, budgets, public keys): a
+	// statement is accepted or refused without waiting behind other reads.
+	meta *sql.DB
 	refs int // holders (EngineFor calls not yet Released)
 	// policies are replayed from the chain's policy records, memoised by
 	// its head; dp_policy is never read.
@@ -55,7 +58,13 @@ func EngineFor(path string) (*Engine, error) {
 		return nil, err
 	}
 	db.SetMaxOpenConns(4)
-	e := &Engine{path: path, db: db, refs: 1}
+	meta, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	meta.SetMaxOpenConns(4)
+	e := &Engine{path: path, db: db, meta: meta, refs: 1}
 	engines[path] = e
 	return e, nil
 }
@@ -68,7 +77,7 @@ func (e *Engine) Release() error {
 		return nil
 	}
 	delete(engines, e.path)
-	return e.db.Close()
+	return errors.Join(e.db.Close(), e.meta.Close())
 }
 
 // Result is a DP statement's released rows and the receipt of its charge.
@@ -78,59 +87,26 @@ type Result struct {
 	Receipt accountant.Receipt
 }
 
-// Query checks, reads, charges and runs one DP SELECT against scope. A
-// refused statement (a *Refusal, or a syntax error) reads nothing and
-// charges nothing. The charge is committed after the read and before any
-// noise is drawn: a statement that fails or is interrupted while it reads
-// (a timeout of the analyst service, Ctrl-C) charges nothing. The read
-// releases nothing and, in protected mode, cannot fail because of one row's
-// value (see check.go), so reading first reveals nothing.
-//
-// The budget decision, the costly part of a charge, is made beside the read
-// (on the other core) and commits nothing; the charge commits it after the
-// read, or decides again under the write lock if another charge moved the
-// chain in between (see accountant.Decision). (The whole charge once ran
-// beside the read, which meant that an interrupted statement had spent its
-// budget for nothing.)
+// Query checks, charges, reads and runs one DP SELECT against scope. A
+// refused statement (a *Refusal, a syntax error, or over budget) reads
+// nothing and charges nothing. An accepted one (parsed, checked, priced and
+// within budget, decided from the statement, the policies and the ledger
+// alone) is charged before anything protected is read, under a context the
+// caller cannot cancel, and keeps its charge whatever happens next: a read
+// stopped by a timeout, a cancel, a client gone or an error returns a
+// *Stopped that names the charge, and releases nothing (see charge.go).
 func (e *Engine) Query(ctx context.Context, scope, query string) (*Result, error) {
-	conn, err := e.db.Conn(ctx)
+	pl, err := e.accept(ctx, scope, query)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	pl, err := e.plan(ctx, conn, scope, query)
+	rc, err := e.charge(ctx, scope, query, pl)
 	if err != nil {
 		return nil, err
 	}
-	l, err := accountant.OpenLedger(e.path)
+	groups, err := e.readAccepted(ctx, pl)
 	if err != nil {
-		return nil, err
-	}
-	// The budget decision (the scope's composition and certified epsilon)
-	// depends on the plan alone: it is made on another goroutine while the
-	// read runs and writes nothing; the charge is committed after the read,
-	// reusing the decision only if the chain has not moved since.
-	type decided struct {
-		d   *accountant.Decision
-		err error
-	}
-	dc := make(chan decided, 1)
-	charge := accountant.Charge{Scope: scope, Mechanism: pl.mech, Details: pl.details, Query: query}
-	go func() {
-		d, err := l.Decide(ctx, charge)
-		dc <- decided{d, err}
-	}()
-	groups, err := e.readAll(ctx, conn, pl)
-	dec := <-dc
-	if err != nil {
-		return nil, err
-	}
-	if dec.err != nil {
-		return nil, dec.err
-	}
-	rc, err := l.Commit(ctx, dec.d, nil)
-	if err != nil {
-		return nil, err
+		return nil, &Stopped{Receipt: rc, Err: err}
 	}
 	res := releaseRows(pl, groups, release.NewNoise())
 	res.Receipt = rc

@@ -26,7 +26,7 @@ const (
 	CodeBadRequest     = "bad_request"     // 400 (413 when too large, 404 for an unknown endpoint): the request cannot be read; nothing run
 	CodeUnauthorized   = "unauthorized"    // 401: no token, or not the token of an active account; nothing run
 	CodeRateLimited    = "rate_limited"    // 429: the account's request rate is over its limit; nothing run
-	CodeTimeout        = "timeout"         // 504: the statement was interrupted; charged only if its charge had committed (see GET /v1/ledger)
+	CodeTimeout        = "timeout"         // 504: the statement was stopped at the timeout; a DP statement already accepted keeps its charge (the message names it), nothing is released
 	CodeInternal       = "internal"        // 500: the service failed (e.g. the ledger's chain does not check); nothing released
 )
 
@@ -260,6 +260,7 @@ func jsonRow(vals []any) []any {
 func (s *Server) writeStatementError(w http.ResponseWriter, err error, ctx context.Context) {
 	var bad *badRequest
 	var se sqlite3.Error
+	var stopped *protect.Stopped
 	switch {
 	case accountant.IsBudgetExceeded(err):
 		writeError(w, http.StatusForbidden, CodeBudgetExceeded, err.Error())
@@ -267,8 +268,11 @@ func (s *Server) writeStatementError(w http.ResponseWriter, err error, ctx conte
 		writeError(w, http.StatusForbidden, CodeRefused, err.Error())
 	case errors.As(err, &bad):
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+	case errors.As(err, &stopped) && ctx != nil && ctx.Err() != nil:
+		writeError(w, http.StatusGatewayTimeout, CodeTimeout, fmt.Sprintf("the statement was stopped at the service's limit of %s, after it was accepted: it keeps its charge (ledger row %d, mu %g) and released nothing (GET /v1/ledger shows the charge)",
+			s.cfg.StatementTimeout, stopped.Receipt.ID, stopped.Receipt.Mu))
 	case ctx != nil && ctx.Err() != nil:
-		writeError(w, http.StatusGatewayTimeout, CodeTimeout, fmt.Sprintf("the statement was interrupted (%v; the limit is %s): nothing was released, and a statement stopped before its charge committed charges nothing (GET /v1/ledger shows the charges)", ctx.Err(), s.cfg.StatementTimeout))
+		writeError(w, http.StatusGatewayTimeout, CodeTimeout, fmt.Sprintf("the statement was stopped at the service's limit of %s, before it was accepted or charged: nothing was charged or released", s.cfg.StatementTimeout))
 	case errors.As(err, &se) && se.Code == sqlite3.ErrError:
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error()) // syntax errors, unknown tables and columns
 	default:

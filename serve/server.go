@@ -28,10 +28,12 @@ type Config struct {
 	// MaxRows bounds the rows one response carries (default 10,000); the
 	// response says when it was truncated.
 	MaxRows int
-	// StatementTimeout interrupts a statement that runs longer (default 30s).
-	// A statement interrupted before its charge is committed charges
-	// nothing; once the charge is committed the answer is released, even if
-	// the client has gone.
+	// StatementTimeout stops a statement that runs longer (default 30s): an
+	// availability limit, not a privacy boundary. A DP statement is charged
+	// when it is accepted, before it reads anything; stopped after that (by
+	// the timeout or a client that goes away) it keeps its charge and
+	// releases nothing. An answer computed before the client went away is
+	// charged all the same.
 	StatementTimeout time.Duration
 	// Rate and Burst limit each account's requests (token bucket; default 10
 	// per second, bursts of 20). Over the limit: 429, nothing run.

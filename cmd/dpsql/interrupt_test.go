@@ -151,3 +151,46 @@ func BenchmarkInterruptRelease(b *testing.B) {
 	b.ReportMetric(float64(finished)/float64(b.N), "finished/op")
 	b.ReportMetric(full.Seconds(), "release-s")
 }
+
+// TestAnalystInterruptKeepsCharge interrupts a DP statement of an analyst
+// session (dpsql query --analyst) while it reads: it was accepted and
+// charged before its read started, so the interrupt stops it but the charge
+// stands, exactly once, and the message says so.
+func TestAnalystInterruptKeepsCharge(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "clinic.db")
+	mustRun(t, "init", path, "--mu", "2", "--scope", "analyst")
+	mustRun(t, "query", path, `CREATE TABLE patients(pid, sex, age);
+		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 500000)
+		INSERT INTO patients SELECT i, CASE i % 2 WHEN 0 THEN 'F' ELSE 'M' END, 10 + i % 70 FROM s`)
+	mustRun(t, "protect", path, "patients", "--privacy-unit", "pid", "--max-groups", "2", "--max-rows", "1")
+	owner, err := ext.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	charges := func() int {
+		var n int
+		if err := owner.QueryRow(`SELECT count(*) FROM dp_ledger WHERE kind = 'charge'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // Ctrl-C once the charge shows in the ledger
+		for ctx.Err() == nil && charges() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	var out, errb bytes.Buffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb}
+	code := m.Exec(ctx, []string{"query", "--analyst", "--scope", "analyst", path,
+		"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5) sex, COUNT(*) AS n FROM patients GROUP BY sex"})
+	if code != 1 || !strings.Contains(errb.String(), "keeps its charge") {
+		t.Errorf("interrupted analyst statement: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	if n := charges(); n != 1 {
+		t.Errorf("%d charges, want exactly 1", n)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/dpsql/dpsql/ext"
+	"github.com/dpsql/dpsql/protect"
 	"github.com/dpsql/dpsql/sqlfuncs"
 	"io"
 	"strings"
@@ -144,12 +145,18 @@ func (s *session) Run(ctx context.Context, stmt string, p *printer) error {
 	return sqlError(ctx, ext.Typed(s.conn, err))
 }
 
-// sqlError explains a cancelled statement.
+// sqlError explains a cancelled statement; a DP statement of an analyst
+// connection that was accepted before the interrupt keeps its charge.
 func sqlError(ctx context.Context, err error) error {
-	if err != nil && ctx.Err() != nil {
-		return errors.New("statement interrupted")
+	if err == nil || ctx.Err() == nil {
+		return err
 	}
-	return err
+	var stopped *protect.Stopped
+	if errors.As(err, &stopped) {
+		return fmt.Errorf("statement interrupted after its charge committed: it keeps its charge (ledger row %d, mu %g) and released nothing",
+			stopped.Receipt.ID, stopped.Receipt.Mu)
+	}
+	return errors.New("statement interrupted")
 }
 
 // abbreviate shortens s to one line of at most n characters.

@@ -136,7 +136,7 @@ func remoteExec(ctx context.Context, cl *serve.Client, text string, p *printer, 
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				err = errors.New("statement interrupted (if its charge had committed on the service, it stays: see .audit)")
+				err = errors.New("statement interrupted (a DP statement the service had accepted keeps its charge: see .audit)")
 			}
 			if len(stmts) > 1 {
 				return fmt.Errorf("statement %d (%s): %w", i+1, abbreviate(st, 60), err)

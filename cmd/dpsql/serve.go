@@ -102,7 +102,7 @@ documents the API and the threat model.`,
 	cmd.Flags().IntVar(&cfg.Burst, "burst", 20, "burst of requests per account")
 	cmd.Flags().Int64Var(&cfg.MaxBodyBytes, "max-body", 64<<10, "largest request body in bytes")
 	cmd.Flags().IntVar(&cfg.MaxRows, "max-rows", 10000, "most rows in one answer")
-	cmd.Flags().DurationVar(&cfg.StatementTimeout, "timeout", 30*time.Second, "interrupt a statement after this long (uncharged unless its charge had committed)")
+	cmd.Flags().DurationVar(&cfg.StatementTimeout, "timeout", 30*time.Second, "stop a statement after this long (a DP statement already accepted keeps its charge)")
 	return cmd
 }
 

@@ -1,0 +1,85 @@
+package protect
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dpsql/dpsql/accountant"
+)
+
+// Charge before read. Whether a DP statement is charged, and how much, must
+// depend only on the statement, the policies and the ledger, never on the
+// protected rows: the time a read takes does depend on them (a bounded
+// amount per row, see cost.go), so a statement whose charge could be stopped
+// by a timeout, a cancel or a failure of its read would let an analyst learn
+// a bit per statement for free. So [Engine.Query] runs in three steps:
+//
+//  1. accept: parse, check against the policy, price, on a planning
+//     connection that never waits behind another statement's read; nothing
+//     protected is read. A statement whose context is done by the end of
+//     this step is not accepted and charges nothing.
+//  2. charge: the budget decision and the ledger row, committed before step
+//     3 starts, under context.WithoutCancel: once accepted, nothing the
+//     caller does stops it. Over budget, the statement is refused here, at
+//     once, and nothing is read.
+//  3. read, then noise: a read stopped for any reason returns a *Stopped;
+//     the charge stands, nothing is released.
+
+// Stopped is the error of a DP statement stopped after it was accepted (by
+// a timeout, a cancel, a client that went away, an interrupt or a failed
+// read): its charge had committed and stands; nothing was released.
+type Stopped struct {
+	Receipt accountant.Receipt
+	Err     error
+}
+
+func (e *Stopped) Error() string {
+	return fmt.Sprintf("the statement was stopped after its charge committed (ledger row %d, mu %g): it keeps its charge and released nothing: %v",
+		e.Receipt.ID, e.Receipt.Mu, e.Err)
+}
+
+func (e *Stopped) Unwrap() error { return e.Err }
+
+// accept parses, checks and prices a statement on a planning connection.
+func (e *Engine) accept(ctx context.Context, scope, query string) (*plan, error) {
+	conn, err := e.meta.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	pl, err := e.plan(ctx, conn, scope, query)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("the statement was stopped before it was accepted; nothing was charged: %w", err)
+	}
+	return pl, nil
+}
+
+// charge commits an accepted statement's charge; the caller's context cannot
+// stop it. The budget decision is made first without the write lock (Decide)
+// and reused by Commit unless another charge moved the chain in between.
+func (e *Engine) charge(ctx context.Context, scope, query string, pl *plan) (accountant.Receipt, error) {
+	ctx = context.WithoutCancel(ctx)
+	l, err := accountant.OpenLedger(e.path)
+	if err != nil {
+		return accountant.Receipt{}, err
+	}
+	d, err := l.Decide(ctx, accountant.Charge{Scope: scope, Mechanism: pl.mech, Details: pl.details, Query: query})
+	if err != nil {
+		return accountant.Receipt{}, err
+	}
+	return l.Commit(ctx, d, nil)
+}
+
+// readAccepted reads an accepted (charged) statement's groups on a read
+// connection.
+func (e *Engine) readAccepted(ctx context.Context, pl *plan) ([]group, error) {
+	conn, err := e.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return e.readAll(ctx, conn, pl)
+}
