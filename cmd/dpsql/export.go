@@ -33,13 +33,13 @@ const (
 
 type exportOptions struct {
 	db, table, format, out, column string
-	immutable                      bool
+	immutable, raw                 bool
 }
 
 func (m *Main) newExportCmd() *cobra.Command {
 	var o exportOptions
 	cmd := &cobra.Command{
-		Use:   "export DB TABLE --format npy|csv|json [--out FILE]",
+		Use:   "export DB TABLE --format npy|csv|json [--out FILE] [--raw]",
 		Short: "Write a table (a release) out as NumPy arrays, CSV or JSON, vectors as arrays",
 		Long: `Write TABLE out, in rowid order, for tools outside SQLite. BLOB columns are read
 as vectors of little-endian float32 (the layout of dpsql's releases, dpsql
@@ -64,9 +64,12 @@ Numbers are written in the shortest form that reads back to the same float32
 place); --format defaults to the extension of --out (.npz or .npy, .csv, .json).
 
 Export adds no noise: it writes the table as it is. A table is private only if
-a release made it. dpsql's own tables (dp_*) are refused: the ledger is public
-and "dpsql audit DB -f json" (or csv) exports it, "dpsql budget DB -f json" the
-budgets. The file is opened read-only, so a file you cannot write exports too.`,
+a release made it, so export writes a release (a table that a charge of the
+ledger wrote: dp_avgmix, dp_select_topm, dpsql-beam) and refuses any other
+table, whose rows are raw data, unless --raw is given; then it warns. dpsql's
+own tables (dp_*) are refused: the ledger is public and "dpsql audit DB -f
+json" (or csv) exports it, "dpsql budget DB -f json" the budgets. The file is
+opened read-only, so a file you cannot write exports too.`,
 		Example: `  dpsql export clinic.db released --out released.npz
   python3 -c 'import numpy as np; a = np.load("released.npz"); print(a["x"].shape, a["y"].dtype)'
   dpsql export clinic.db selected --format csv --out selected.csv`,
@@ -82,6 +85,7 @@ budgets. The file is opened read-only, so a file you cannot write exports too.`,
 	cmd.Flags().StringVar(&o.format, "format", "", "npy (an .npz of every column, or an .npy with --column), csv or json (default: from --out's extension)")
 	cmd.Flags().StringVarP(&o.out, "out", "o", "", "the file to write, which must not exist (default: standard output)")
 	cmd.Flags().StringVar(&o.column, "column", "", "with --format npy: write this column alone as one .npy array")
+	cmd.Flags().BoolVar(&o.raw, "raw", false, "export a table that is not a release: its raw rows, as they are (a warning is printed)")
 	immutableFlag(cmd, &o.immutable)
 	return cmd
 }
@@ -159,6 +163,16 @@ func (m *Main) export(ctx context.Context, stdout io.Writer, o exportOptions) er
 	t, err := describeTable(ctx, tx, o.db, o.table)
 	if err != nil {
 		return err
+	}
+	if release, protected := provenance(ctx, tx, t.name); !release {
+		why := "its rows are raw data, not differentially private"
+		if protected {
+			why = "its rows are raw data, and the table is protected: analysts may read it only through DP statements"
+		}
+		if !o.raw {
+			return fmt.Errorf("export: %s is not a release (no charge in %s's ledger wrote it): %s. Export the table a release wrote (dp_avgmix's or dp_select_topm's 'into'), or pass --raw to write these rows as they are", t.name, o.db, why)
+		}
+		fmt.Fprintf(m.Stderr, "dpsql: warning: exporting %s, which is not a release: %s; nothing adds noise to them\n", t.name, why)
 	}
 	if err := t.scan(ctx, tx); err != nil {
 		return err
@@ -239,6 +253,21 @@ func exportOutput(stdout io.Writer, o exportOptions) (io.Writer, func(ok bool) e
 		}
 		return nil
 	}, nil
+}
+
+// provenance says whether table is a release, i.e. a ledger row names it as
+// the table its release wrote (a charge's "into" whose release was not
+// refused, or a job outcome "released"), and whether the owner protected it
+// (dp_policy, the policies' table for SQL readers). A file without a ledger or
+// policies has neither. This guards against exporting raw rows by mistake; it
+// is no security boundary: whoever runs export holds the file.
+func provenance(ctx context.Context, tx *sql.Tx, table string) (release, protected bool) {
+	_ = tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM dp_ledger WHERE json_valid(params)
+		AND json_extract(params, '$.into') = ? COLLATE NOCASE
+		AND json_extract(params, '$.release_refused') IS NULL
+		AND coalesce(json_extract(params, '$.status'), 'released') = 'released')`, table).Scan(&release)
+	_ = tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM dp_policy WHERE tbl = ? COLLATE NOCASE)`, table).Scan(&protected)
+	return release, protected
 }
 
 // describeTable finds table (case-insensitively, as SQLite does) and its

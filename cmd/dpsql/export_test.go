@@ -269,7 +269,7 @@ func TestExportValues(t *testing.T) {
 	dir := t.TempDir()
 	for _, format := range []string{"csv", "json"} {
 		out := filepath.Join(dir, "odd."+format)
-		mustRun(t, "export", db, "odd table", "--out", out)
+		mustRun(t, "export", db, "odd table", "--raw", "--out", out)
 		got := pyReadExport(t, format, out, []string{"v"}, "int", "vector", "text", "real", "int", "text")
 		if format == "csv" { // CSV cannot tell an empty string from NULL in a TEXT column
 			want[2]["note"], got[2]["note"] = "", ""
@@ -281,9 +281,9 @@ func TestExportValues(t *testing.T) {
 			t.Errorf("%s: python read\n%v\nwant\n%v", format, got, want)
 		}
 	}
-	mustFail(t, 1, `column v of odd table holds NULL (row 2), which a NumPy array cannot`, "export", db, "odd table", "--out", filepath.Join(dir, "odd.npz"))
+	mustFail(t, 1, `column v of odd table holds NULL (row 2), which a NumPy array cannot`, "export", db, "odd table", "--raw", "--out", filepath.Join(dir, "odd.npz"))
 	out := filepath.Join(dir, "note.npy")
-	mustRun(t, "export", db, "odd table", "--column", "note", "--out", out)
+	mustRun(t, "export", db, "odd table", "--raw", "--column", "note", "--out", out)
 	if got := pyReadExport(t, "npy", out, nil); got[1]["col"] != want[1]["note"] {
 		t.Errorf("note.npy row 2: %q, want %q", got[1]["col"], want[1]["note"])
 	}
@@ -317,24 +317,70 @@ CREATE TABLE ok(a INTEGER); INSERT INTO ok VALUES (1)`); err != nil {
 		{1, "dp_ledger is one of dpsql's own tables, not a release: the ledger is public and `dpsql audit", []string{"export", db, "dp_ledger", "--format", "json"}},
 		{1, "DP_budget is one of dpsql's own tables", []string{"export", db, "DP_budget", "--format", "json"}},
 		{1, `has no table "nope" (its tables: nan, ok, t)`, []string{"export", db, "nope", "--format", "csv"}},
-		{1, "column v of t: row 3 holds a BLOB of 1 bytes, not a float32 vector", []string{"export", db, "t", "--format", "csv"}},
-		{1, "column v of nan holds NaN or an infinity (row 1), which JSON cannot represent", []string{"export", db, "nan", "--format", "json"}},
-		{1, "exists.csv already exists; export never replaces a file", []string{"export", db, "ok", "--out", exists}},
-		{1, `has no column "zz"`, []string{"export", db, "ok", "--format", "npy", "--column", "zz", "--out", filepath.Join(dir, "z.npy")}},
+		{1, "column v of t: row 3 holds a BLOB of 1 bytes, not a float32 vector", []string{"export", db, "t", "--raw", "--format", "csv"}},
+		{1, "column v of nan holds NaN or an infinity (row 1), which JSON cannot represent", []string{"export", db, "nan", "--raw", "--format", "json"}},
+		{1, "exists.csv already exists; export never replaces a file", []string{"export", db, "ok", "--raw", "--out", exists}},
+		{1, `has no column "zz"`, []string{"export", db, "ok", "--raw", "--format", "npy", "--column", "zz", "--out", filepath.Join(dir, "z.npy")}},
 		{2, "give --format npy, csv or json", []string{"export", db, "ok"}},
-		{2, `unknown --format "xml"`, []string{"export", db, "ok", "--format", "xml"}},
-		{2, "--column is for --format npy", []string{"export", db, "ok", "--format", "csv", "--column", "a"}},
+		{2, `unknown --format "xml"`, []string{"export", db, "ok", "--raw", "--format", "xml"}},
+		{2, "--column is for --format npy", []string{"export", db, "ok", "--raw", "--format", "csv", "--column", "a"}},
 	} {
 		mustFail(t, c.code, c.want, c.args...)
 	}
 	if b, _ := os.ReadFile(exists); string(b) != "keep" {
 		t.Errorf("the existing file now holds %q", b)
 	}
-	if s := mustRun(t, "export", db, "nan", "--format", "csv"); s != "v_0\nNaN\n" {
+	if s := mustRun(t, "export", db, "nan", "--raw", "--format", "csv"); s != "v_0\nNaN\n" {
 		t.Errorf("csv of a NaN vector: %q", s)
 	}
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 1 {
 		t.Errorf("refused exports left files: %v", ents)
 	}
+}
+
+// TestExportRawNeedsFlag: export writes a release as it is, but refuses a
+// table no charge wrote (raw rows, a protected table's included) unless --raw
+// is given, and then warns; a ledger row naming the table for a release that
+// was refused or failed does not make it one.
+func TestExportRawNeedsFlag(t *testing.T) {
+	db := releaseDB(t) // released: a dp_avgmix release; train: its raw input
+	if r := run(t, "", "export", db, "released", "--format", "csv"); r.code != 0 || r.stderr != "" {
+		t.Fatalf("exporting the release: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r := mustFail(t, 1, "train is not a release (no charge in "+db+"'s ledger wrote it): its rows are raw data, not differentially private", "export", db, "train", "--format", "csv")
+	if !strings.Contains(r.stderr, "pass --raw") || r.stdout != "" {
+		t.Fatalf("refusal: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+	r = run(t, "", "export", db, "TRAIN", "--raw", "--format", "csv")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "id,features_0,") {
+		t.Fatalf("export --raw: exit %d, stdout %.80q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if want := "dpsql: warning: exporting train, which is not a release: its rows are raw data"; !strings.HasPrefix(r.stderr, want) {
+		t.Fatalf("export --raw: stderr %q, want %q...", r.stderr, want)
+	}
+
+	// A protected table says so.
+	mustRun(t, "protect", db, "train")
+	mustFail(t, 1, "the table is protected: analysts may read it only through DP statements", "export", db, "train", "--format", "json")
+	if r := run(t, "", "export", db, "train", "--raw", "--format", "json"); r.code != 0 || !strings.Contains(r.stderr, "warning: exporting train") || !strings.Contains(r.stderr, "protected") {
+		t.Fatalf("export --raw of a protected table: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	// A ledger row that names train for a release that did not happen.
+	raw, err := sql.Open("sqlite3", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, params := range []string{
+		`{"into":"train","release_refused":"over budget"}`,
+		`{"into":"train","status":"failed","charge_id":2}`,
+	} {
+		if _, err := raw.Exec(`INSERT INTO dp_ledger(at, scope, mechanism, mu, params, query, prev_hash, hash, kind, form)
+			VALUES ('2026-01-01T00:00:00Z', 'default', 'x', 0, ?, '', '', '', 'outcome', 1)`, params); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+	mustFail(t, 1, "train is not a release", "export", db, "train", "--format", "json")
 }

@@ -25,7 +25,7 @@ func TestExportNPZRefusesPathColumnNames(t *testing.T) {
 	}
 	raw.Close()
 	out := filepath.Join(dir, "slip.npz")
-	r := run(t, "", "export", db, "slip", "--out", out)
+	r := run(t, "", "export", db, "slip", "--raw", "--out", out)
 	if r.code == 0 {
 		zr, err := zip.OpenReader(out)
 		if err != nil {

@@ -215,7 +215,7 @@ func TestReadOnlyAudit(t *testing.T) {
 			{"audit", db, "-f", "csv"},
 			{"audit", "verify", db},
 			{"audit", "head", db},
-			{"export", db, "t", "--format", "csv"},
+			{"export", db, "t", "--raw", "--format", "csv"},
 		} {
 			r := as(append(args, extra...)...)
 			if r.code != 0 {
