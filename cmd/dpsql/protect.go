@@ -161,7 +161,11 @@ func (m *Main) openAnalystSession(ctx context.Context, path, scope string) (*ses
 	if _, err := protect.UpgradePolicies(ctx, check); err != nil && !errors.Is(err, accountant.ErrChainBroken) {
 		fmt.Fprintf(m.Stderr, "warning: the policies of %s were not carried over into the ledger: %v\n", path, err)
 	}
+	err = checkAnalystScope(ctx, check, path, scope)
 	check.Close()
+	if err != nil {
+		return nil, err
+	}
 	db, err := ext.OpenAnalyst(path, scope)
 	if err != nil {
 		return nil, err
