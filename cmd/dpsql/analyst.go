@@ -29,7 +29,8 @@ func (m *Main) newAnalystAddCmd() *cobra.Command {
 		Short: "Create an account and print its token (shown once)",
 		Long: `Create the account NAME, charging SCOPE, and print its bearer token on standard
 output. The token is shown this once and not stored: give it to the analyst
-over a private channel. The scope must exist (dpsql init DB --scope SCOPE).`,
+over a private channel. When standard output is a file, the file is first made
+readable by you only. The scope must exist (dpsql init DB --scope SCOPE).`,
 		Example: `  dpsql analyst add clinic.db alice --scope alice > alice.token`,
 		Args:    nargs("DB", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -40,12 +41,16 @@ over a private channel. The scope must exist (dpsql init DB --scope SCOPE).`,
 			if err != nil {
 				return err
 			}
+			where, err := tokenOut(cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
 			tok, err := serve.AddAccount(cmd.Context(), path, args[1], scope)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), tok)
-			fmt.Fprintf(cmd.ErrOrStderr(), "dpsql: account %s created in scope %q; its token (above) is shown only this once\n", args[1], scope)
+			fmt.Fprintf(cmd.ErrOrStderr(), "dpsql: account %s created in scope %q; %s is shown only this once\n", args[1], scope, where)
 			return nil
 		},
 	}
