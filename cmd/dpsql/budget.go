@@ -43,7 +43,8 @@ the number of ledger entries.`,
 }
 
 // printBudget prints dp_budget_status, one row per scope, its columns in the
-// view's order; the table format adds, per scope, which epsilon binds.
+// view's order; the table format adds, per scope, what its budget check
+// compares.
 func printBudget(ctx context.Context, db accountant.Queryer, p *printer) error {
 	rows, err := db.QueryContext(ctx, `SELECT * FROM dp_budget_status ORDER BY scope = '*', scope`)
 	if err != nil {
@@ -85,14 +86,16 @@ func printBudget(ctx context.Context, db accountant.Queryer, p *printer) error {
 		return err
 	}
 	if p.format == FormatTable && len(notes) > 0 {
-		_, err = fmt.Fprintf(p.w, "which epsilon binds:\n%s", strings.Join(notes, ""))
+		_, err = fmt.Fprintf(p.w, "what each budget check compares:\n%s", strings.Join(notes, ""))
 	}
 	return err
 }
 
-// bindingNote says which figure a scope's budget check compares: the GDP
-// epsilon_spent while every charge is Gaussian (mu composes exactly), else
-// epsilon_rigorous, the PLD accountant's upper bound.
+// bindingNote says which figure a scope's budget check compares, against the
+// budget as the owner set it: mu_spent against mu_budget while every charge
+// is Gaussian (mu composes exactly), else epsilon_rigorous, the PLD
+// accountant's upper bound, against the budget's epsilon at the scope's delta
+// (epsilon_budget, or the epsilon of mu_budget).
 func bindingNote(cols []string, row []any) string {
 	get := func(name string) any {
 		if i := slices.Index(cols, name); i >= 0 {
@@ -102,22 +105,27 @@ func bindingNote(cols []string, row []any) string {
 	}
 	scope := fmt.Sprint(get("scope"))
 	delta, _ := get("delta").(float64)
-	if _, capped := get("mu_budget").(float64); scope == accountant.FileScope && !capped {
+	mu, capped := get("mu_budget").(float64)
+	if scope == accountant.FileScope && !capped {
 		return fmt.Sprintf("  %s: the total over every scope, composed at delta = %s; no cap is set (dpsql init DB --file-mu MU sets one)\n", scope, humanFloat(delta))
 	}
-	budget, ok := get("epsilon_budget").(float64)
-	if !ok {
-		mu, _ := get("mu_budget").(float64)
-		budget, _ = accountant.Epsilon(mu, delta)
+	num := func(x float64) string { return humanFloat(sigDigits(x, 6)) }
+	gaussian := fmt.Sprintf("mu_spent against mu_budget = %s", num(mu))
+	var epsTarget string
+	if eps, ok := get("epsilon_budget").(float64); ok { // set as (epsilon, delta)
+		gaussian = fmt.Sprintf("epsilon_spent against epsilon_budget = %s at delta = %s", num(eps), humanFloat(delta))
+		epsTarget = fmt.Sprintf("at delta = %s against epsilon_budget = %s", humanFloat(delta), num(eps))
+	} else {
+		eps, _ := accountant.Epsilon(mu, delta)
+		epsTarget = fmt.Sprintf("at delta = %s against %s, the epsilon of mu_budget = %s", humanFloat(delta), num(eps), num(mu))
 	}
-	target := fmt.Sprintf("at delta = %s against the budget's epsilon %s", humanFloat(delta), humanFloat(sigDigits(budget, 6)))
 	switch {
 	case get("entries") == int64(0):
-		return fmt.Sprintf("  %s: nothing spent yet; charges will be checked %s\n", scope, target)
+		return fmt.Sprintf("  %s: nothing spent yet; while every charge is Gaussian, checks compare %s\n", scope, gaussian)
 	case get("epsilon_rigorous") == nil:
-		return fmt.Sprintf("  %s: epsilon_spent (every charge is Gaussian, so mu composes exactly; its epsilon is checked %s)\n", scope, target)
+		return fmt.Sprintf("  %s: %s (every charge is Gaussian, so mu composes exactly)\n", scope, gaussian)
 	}
-	return fmt.Sprintf("  %s: epsilon_rigorous (the scope holds subsampled or non-Gaussian charges; the PLD accountant's epsilon is checked %s)\n", scope, target)
+	return fmt.Sprintf("  %s: epsilon_rigorous %s (the scope holds subsampled or non-Gaussian charges, checked by the PLD accountant)\n", scope, epsTarget)
 }
 
 // sigDigits rounds x to n significant digits.

@@ -19,9 +19,10 @@ func TestBudget(t *testing.T) {
 		"| default |         1 |        1 |            0 |       4.37718 | 1e-05 |           NULL |             NULL |       2 | add_remove | mu-GDP    |",
 		"| eps     |  0.236704 |        0 |     0.236704 |             0 | 1e-06 |              1 |             NULL |       0 | add_remove | mu-GDP    |",
 		"| *       |      NULL |        1 |         NULL |       4.88655 | 1e-06 |           NULL |             NULL |       2 | add_remove | mu-GDP    |",
-		"which epsilon binds:\n" +
-			"  default: epsilon_spent (every charge is Gaussian, so mu composes exactly; its epsilon is checked at delta = 1e-05 against the budget's epsilon 4.37718)\n" +
-			"  eps: nothing spent yet; charges will be checked at delta = 1e-06 against the budget's epsilon 1\n" +
+		// what the owner set: a mu budget is compared as mu, an (epsilon, delta) one as epsilon
+		"what each budget check compares:\n" +
+			"  default: mu_spent against mu_budget = 1 (every charge is Gaussian, so mu composes exactly)\n" +
+			"  eps: nothing spent yet; while every charge is Gaussian, checks compare epsilon_spent against epsilon_budget = 1 at delta = 1e-06\n" +
 			"  *: the total over every scope, composed at delta = 1e-06; no cap is set (dpsql init DB --file-mu MU sets one)\n",
 	} {
 		if !strings.Contains(table, want) {
@@ -52,5 +53,16 @@ func TestBudget(t *testing.T) {
 	eps := st[0]["epsilon_spent"].(float64)
 	if eps < 4.37 || eps > 4.38 {
 		t.Fatalf("epsilon_spent = %v, want about 4.377 (mu = 1 at delta = 1e-5)", eps)
+	}
+}
+
+// TestBudgetNoteRigorous: once a scope set as mu holds a non-Gaussian charge,
+// the note names the epsilon it is checked against and the mu it comes from.
+func TestBudgetNoteRigorous(t *testing.T) {
+	db := newDB(t)
+	mustRun(t, "query", db, "SELECT dp_laplace(1, 1, 0.5)")
+	want := "  default: epsilon_rigorous at delta = 1e-05 against 4.37718, the epsilon of mu_budget = 1 (the scope holds subsampled or non-Gaussian charges"
+	if out := mustRun(t, "budget", db); !strings.Contains(out, want) {
+		t.Errorf("budget table lacks %q:\n%s", want, out)
 	}
 }

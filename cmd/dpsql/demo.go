@@ -93,11 +93,6 @@ answer is first charged to a privacy budget, in a ledger inside the same file.
 	if err := run("init", path, "--mu", "1", "--scope", "default"); err != nil {
 		return err
 	}
-	say("\n2. The budget before any query.\n")
-	if err := run("budget", path, "--format", "table"); err != nil {
-		return err
-	}
-
 	s, err := m.openSession(ctx, path, "default")
 	if err != nil {
 		return err
@@ -106,6 +101,17 @@ answer is first charged to a privacy budget, in a ledger inside the same file.
 	sqlStep := func(stmt string) error {
 		say("sql> %s\n", stmt)
 		return s.Run(ctx, stmt, newPrinter(w, FormatTable))
+	}
+	// The budget as the owner set it, in mu; dpsql budget shows every figure.
+	budgetStep := func() error {
+		return sqlStep(`SELECT scope, mu_budget, round(mu_spent, 3) AS mu_spent, round(mu_remaining, 3) AS mu_remaining, entries FROM dp_budget_status WHERE scope = 'default';`)
+	}
+	say(`
+2. The budget before any query: a view in the same file. (dpsql budget DB
+   shows all of it: epsilon at delta, the rigorous epsilon, the file's total.)
+`)
+	if err := budgetStep(); err != nil {
+		return err
 	}
 
 	say(`
@@ -139,9 +145,10 @@ answer is first charged to a privacy budget, in a ledger inside the same file.
    Charges compose as mu = sqrt(sum of mu_i^2): sqrt(0.5^2 + 0.5^2 + 0.4^2 + 0.4^2)
    = %s spent, sqrt(1 - %s^2) = %s left.
 
-6. The budget now.
+6. The budget now. Every charge so far is Gaussian, so the next one is checked
+   as mu: mu_spent against the mu_budget of 1.
 `, humanFloat(round3(st.MuSpent)), humanFloat(round3(st.MuSpent)), humanFloat(round3(st.MuRemaining)))
-	if err := run("budget", path, "--format", "table"); err != nil {
+	if err := budgetStep(); err != nil {
 		return err
 	}
 

@@ -32,7 +32,8 @@ func TestDemo(t *testing.T) {
 		"| noisy_age_sum |",
 		"| noisy_mean_bmi |",
 		"= 0.906 spent, sqrt(1 - 0.906^2) = 0.424 left.",
-		"| default |         1 | 0.905539 |     0.424264 |",
+		"| default |         1 |    0.906 |        0.424 |       4 |", // the budget as set, in mu
+		"| default |         1 |        0 |            1 |       0 |",
 		`refused: dp_gaussian: privacy budget exceeded in scope "default"`,
 		"nothing was released",
 		"$ dpsql audit " + path,
@@ -45,6 +46,11 @@ func TestDemo(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"epsilon_budget", "epsilon_rigorous", "against the budget's epsilon"} {
+		if strings.Contains(out, unwanted) {
+			t.Errorf("demo output shows %q: a budget set as mu is shown as set", unwanted)
 		}
 	}
 	if t.Failed() {
