@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -193,6 +194,10 @@ func TestReadmeShellBlocks(t *testing.T) {
 		t.Fatalf("go build ./cmd/dpsql: %v\n%s", err, out)
 	}
 
+	before, err := treeFiles(clone)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, b := range blocks {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		cmd := exec.CommandContext(ctx, b.shell, "-e", "-x", "-c", withoutRunningTests(b.text))
@@ -212,6 +217,62 @@ func TestReadmeShellBlocks(t *testing.T) {
 		}
 		t.Logf("block %d of %d, %s: ok in %v", i+1, len(blocks), b.name(), time.Since(start).Round(time.Millisecond))
 	}
+
+	// What the blocks build (dp0.so and dp0.h, dpsql-beam) must not show up
+	// in a user's git status: .gitignore covers every binary they leave.
+	after, err := treeFiles(clone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f, mode := range after {
+		if _, old := before[f]; old || !isBuildOutput(f, mode) {
+			continue
+		}
+		check := exec.Command("git", "check-ignore", "--no-index", "-q", f)
+		check.Dir = root
+		if err := check.Run(); err != nil {
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) {
+				t.Skipf("git check-ignore: %v", err)
+			}
+			t.Errorf("the blocks leave %s, which .gitignore does not cover: git status would show it", f)
+		}
+	}
+}
+
+// treeFiles lists the files under dir (relative, slash-separated) with their
+// modes, skipping .git.
+func treeFiles(dir string) (map[string]fs.FileMode, error) {
+	files := map[string]fs.FileMode{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		files[filepath.ToSlash(rel)] = info.Mode()
+		return nil
+	})
+	return files, err
+}
+
+// isBuildOutput reports whether a file a block wrote looks like something go
+// build makes: an executable, a shared or static library, or a C header.
+func isBuildOutput(name string, mode fs.FileMode) bool {
+	switch filepath.Ext(name) {
+	case ".so", ".h", ".a", ".dylib", ".dll", ".exe":
+		return true
+	}
+	return mode.IsRegular() && mode&0o111 != 0
 }
 
 // withoutRunningTests turns each README line that runs the test suite
