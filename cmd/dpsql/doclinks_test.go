@@ -143,3 +143,30 @@ func TestReadmeIsAGettingStartedPage(t *testing.T) {
 		}
 	}
 }
+
+// visitsCountRE finds a noisy count(*) of sensitivity 1 over visits, the
+// quick start's table in which one person has several rows.
+var visitsCountRE = regexp.MustCompile(`(?i)dp_gaussian\(\s*count\(\*\)\s*,\s*1\s*,[^)]*\)\s+FROM\s+visits\b`)
+
+// TestDocExamplesCountPeople: the examples over visits (several rows per
+// person) count people, as the quick start explains; count(*) with
+// sensitivity 1 would understate what one person can change.
+func TestDocExamplesCountPeople(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := docFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		md, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range visitsCountRE.FindAllString(string(md), -1) {
+			t.Errorf("%s: %q: one person has several visits; count(DISTINCT patient) has sensitivity 1, count(*) does not", f, m)
+		}
+	}
+}
