@@ -2,7 +2,7 @@ package accountant
 
 import "errors"
 
-// Code names why the ledger refused or failed, for programs: it is the same
+// Code names why a charge was refused or the ledger failed, for programs: it is the same
 // in every process and never parsed from a message. Read it with [CodeOf],
 // or test for one with errors.Is(err, CodeBudgetExceeded). Errors that
 // crossed SQLite (which keeps only their message) get their code back
@@ -20,19 +20,38 @@ const (
 	// CodeNeighbours: the entry's neighbour relation cannot be accounted in
 	// the scope (ErrNeighbours).
 	CodeNeighbours Code = "wrong_neighbours"
-	// CodeUnknownScope: no such budget scope (ErrUnknownScope).
+	// CodeUnknownScope: no such budget scope (ledger.ErrUnknownScope).
 	CodeUnknownScope Code = "unknown_scope"
-	// CodeNoLedger: the file has no ledger (ErrNoLedger).
+	// CodeNoLedger: the file has no ledger (ledger.ErrNoLedger).
 	CodeNoLedger Code = "no_ledger"
-	// CodeChainBroken: the ledger's hash chain does not verify (ErrChainBroken).
+	// CodeChainBroken: the ledger's hash chain does not verify (ledger.ErrChainBroken).
 	CodeChainBroken Code = "chain_broken"
-	// CodeWriteConflict: the ledger could not be locked (ErrWriteConflict).
+	// CodeWriteConflict: the ledger could not be locked (ledger.ErrWriteConflict).
 	CodeWriteConflict Code = "write_conflict"
 )
 
 // Error returns the code itself, so that a Code can be the target of
 // errors.Is.
 func (c Code) Error() string { return string(c) }
+
+// Err returns a sentinel error with message msg that errors.Is also matches
+// against c, so that [CodeOf] reports c for it and for every error wrapping
+// it. The ledger's sentinels (ledger.ErrNoLedger and the others) are made so.
+func (c Code) Err(msg string) error { return &codedError{code: c, msg: msg} }
+
+// codedError is a sentinel error of a code (Code.Err).
+type codedError struct {
+	code Code
+	msg  string
+}
+
+func (e *codedError) Error() string { return e.msg }
+
+// Is lets errors.Is(err, e.code) match.
+func (e *codedError) Is(target error) bool {
+	c, ok := target.(Code)
+	return ok && c == e.code
+}
 
 // CodeOf returns the code of err ("" when err carries none).
 func CodeOf(err error) Code {
@@ -46,14 +65,12 @@ func CodeOf(err error) Code {
 		return CodeBudgetExceeded
 	case errors.Is(err, ErrNeighbours):
 		return CodeNeighbours
-	case errors.Is(err, ErrUnknownScope):
-		return CodeUnknownScope
-	case errors.Is(err, ErrNoLedger):
-		return CodeNoLedger
-	case errors.Is(err, ErrChainBroken):
-		return CodeChainBroken
-	case errors.Is(err, ErrWriteConflict):
-		return CodeWriteConflict
+	}
+	// The ledger's sentinels (Code.Err), in this order of precedence.
+	for _, c := range []Code{CodeUnknownScope, CodeNoLedger, CodeChainBroken, CodeWriteConflict} {
+		if errors.Is(err, c) {
+			return c
+		}
 	}
 	return ""
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // CalibrateSubsampledSigmaAfter returns a noise multiplier sigma such that the
@@ -18,7 +20,7 @@ import (
 // checks every candidate on the composition itself: the sigma returned has a
 // certified total of at most epsilon, and within 0.1% of it when the search
 // converges.
-func CalibrateSubsampledSigmaAfter(prior Mechanism, q float64, steps int, epsilon, delta float64) (float64, error) {
+func CalibrateSubsampledSigmaAfter(prior mechanism.Mechanism, q float64, steps int, epsilon, delta float64) (float64, error) {
 	if err := prior.Validate(); err != nil {
 		return 0, err
 	}
@@ -28,7 +30,7 @@ func CalibrateSubsampledSigmaAfter(prior Mechanism, q float64, steps int, epsilo
 	if !(epsilon > 0) || math.IsInf(epsilon, 1) {
 		return 0, fmt.Errorf("target epsilon must be positive and finite, got %v", epsilon)
 	}
-	alone, err := RigorousEpsilon([]Mechanism{prior}, delta)
+	alone, err := RigorousEpsilon([]mechanism.Mechanism{prior}, delta)
 	if err != nil {
 		return 0, err
 	}
@@ -48,7 +50,7 @@ func CalibrateSubsampledSigmaAfter(prior Mechanism, q float64, steps int, epsilo
 		}
 	}
 	total := func(sigma float64) (float64, error) {
-		return RigorousEpsilon([]Mechanism{prior, {Kind: KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps}}, delta)
+		return RigorousEpsilon([]mechanism.Mechanism{prior, {Kind: mechanism.KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps}}, delta)
 	}
 	lo, hi := 0.0, math.Inf(1) // part targets known feasible (lo) and infeasible (hi)
 	best := 0.0

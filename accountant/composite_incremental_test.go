@@ -3,6 +3,8 @@ package accountant
 import (
 	"math"
 	"testing"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // TestCompositeExtendsCheckedComposition charges a composite entry after a
@@ -11,8 +13,8 @@ import (
 // of grouped composition and composite entries once failed here with "no PLD
 // for this kind").
 func TestCompositeExtendsCheckedComposition(t *testing.T) {
-	sub := Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 0.9, Steps: 50}
-	comp, err := Composite(Mechanism{Kind: KindGaussian, Mu: 0.05}, Mechanism{Kind: KindSubsampledGaussian, Q: 0.02, Sigma: 1.1, Steps: 20})
+	sub := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 0.9, Steps: 50}
+	comp, err := mechanism.Composite(mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.05}, mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.02, Sigma: 1.1, Steps: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +32,7 @@ func TestCompositeExtendsCheckedComposition(t *testing.T) {
 	if err != nil {
 		t.Fatalf("extending by a composite: %v", err)
 	}
-	want, err := RigorousEpsilon([]Mechanism{sub, comp.Parts[0], comp.Parts[1]}, 1e-5)
+	want, err := RigorousEpsilon([]mechanism.Mechanism{sub, comp.Parts[0], comp.Parts[1]}, 1e-5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +52,8 @@ func TestCompositeExtendsCheckedComposition(t *testing.T) {
 func TestCompositeGaussianPartsMergedWhenExtending(t *testing.T) {
 	const deltaS, delta = 1e-9, 1e-5
 	mus := []float64{0.25, 0.25, 0.2, 0.15}
-	m, err := Composite(Mechanism{Kind: KindGaussianInf, Mu: mus[0], Delta: deltaS},
-		Mechanism{Kind: KindGaussian, Mu: mus[1]}, Mechanism{Kind: KindGaussian, Mu: mus[2]}, Mechanism{Kind: KindGaussian, Mu: mus[3]})
+	m, err := mechanism.Composite(mechanism.Mechanism{Kind: mechanism.KindGaussianInf, Mu: mus[0], Delta: deltaS},
+		mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mus[1]}, mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mus[2]}, mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mus[3]})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,32 +5,34 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // A composite entry is accounted exactly like its parts charged one after
 // another: by the list accountant, by the cached one, and in GDP.
 func TestCompositeEqualsSeparateParts(t *testing.T) {
-	g := Mechanism{Kind: KindGaussian, Mu: 0.05}
-	sg := Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 0.8, Steps: 200}
-	lap := Mechanism{Kind: KindLaplace, Sensitivity: 1, Epsilon: 0.1}
+	g := mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.05}
+	sg := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 0.8, Steps: 200}
+	lap := mechanism.Mechanism{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: 0.1}
 	cases := []struct {
 		name   string
-		before []Mechanism // entries charged before
-		parts  []Mechanism
+		before []mechanism.Mechanism // entries charged before
+		parts  []mechanism.Mechanism
 	}{
-		{"gaussian then subsampled", nil, []Mechanism{g, sg}},
-		{"after other entries", []Mechanism{{Kind: KindGaussian, Mu: 0.3}, lap}, []Mechanism{g, sg}},
-		{"gaussians only", nil, []Mechanism{g, {Kind: KindGaussian, Sensitivity: 2, Sigma: 5}}},
-		{"three kinds", []Mechanism{sg}, []Mechanism{lap, g, sg}},
+		{"gaussian then subsampled", nil, []mechanism.Mechanism{g, sg}},
+		{"after other entries", []mechanism.Mechanism{{Kind: mechanism.KindGaussian, Mu: 0.3}, lap}, []mechanism.Mechanism{g, sg}},
+		{"gaussians only", nil, []mechanism.Mechanism{g, {Kind: mechanism.KindGaussian, Sensitivity: 2, Sigma: 5}}},
+		{"three kinds", []mechanism.Mechanism{sg}, []mechanism.Mechanism{lap, g, sg}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			comp, err := Composite(c.parts...)
+			comp, err := mechanism.Composite(c.parts...)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sep := append(append([]Mechanism(nil), c.before...), c.parts...)
-			one := append(append([]Mechanism(nil), c.before...), comp)
+			sep := append(append([]mechanism.Mechanism(nil), c.before...), c.parts...)
+			one := append(append([]mechanism.Mechanism(nil), c.before...), comp)
 			for _, delta := range []float64{1e-5, 1e-3} {
 				want, err := RigorousEpsilon(sep, delta)
 				if err != nil {
@@ -76,21 +78,21 @@ func TestCompositeEqualsSeparateParts(t *testing.T) {
 }
 
 func TestCompositeValidate(t *testing.T) {
-	g := Mechanism{Kind: KindGaussian, Mu: 0.5}
-	inner, _ := Composite(g)
+	g := mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.5}
+	inner, _ := mechanism.Composite(g)
 	cases := []struct {
 		name string
-		m    Mechanism
+		m    mechanism.Mechanism
 		want string // "" = valid
 	}{
-		{"ok", Mechanism{Kind: KindComposite, Parts: []Mechanism{g, g}}, ""},
-		{"empty", Mechanism{Kind: KindComposite}, "at least one"},
-		{"nested", Mechanism{Kind: KindComposite, Parts: []Mechanism{g, inner}}, "itself composite"},
-		{"bad part", Mechanism{Kind: KindComposite, Parts: []Mechanism{{Kind: KindGaussian, Mu: -1}}}, "part 1"},
-		{"own fields", Mechanism{Kind: KindComposite, Mu: 1, Parts: []Mechanism{g}}, "only parts"},
-		{"parts elsewhere", Mechanism{Kind: KindGaussian, Mu: 1, Parts: []Mechanism{g}}, "composite entries only"},
-		{"mixed neighbours", Mechanism{Kind: KindComposite, Parts: []Mechanism{g, {Kind: KindGaussian, Mu: 1, Neighbours: ReplaceOne}}}, "one neighbour relation"},
-		{"neighbours disagree", Mechanism{Kind: KindComposite, Neighbours: ReplaceOne, Parts: []Mechanism{g}}, "one neighbour relation"},
+		{"ok", mechanism.Mechanism{Kind: mechanism.KindComposite, Parts: []mechanism.Mechanism{g, g}}, ""},
+		{"empty", mechanism.Mechanism{Kind: mechanism.KindComposite}, "at least one"},
+		{"nested", mechanism.Mechanism{Kind: mechanism.KindComposite, Parts: []mechanism.Mechanism{g, inner}}, "itself composite"},
+		{"bad part", mechanism.Mechanism{Kind: mechanism.KindComposite, Parts: []mechanism.Mechanism{{Kind: mechanism.KindGaussian, Mu: -1}}}, "part 1"},
+		{"own fields", mechanism.Mechanism{Kind: mechanism.KindComposite, Mu: 1, Parts: []mechanism.Mechanism{g}}, "only parts"},
+		{"parts elsewhere", mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 1, Parts: []mechanism.Mechanism{g}}, "composite entries only"},
+		{"mixed neighbours", mechanism.Mechanism{Kind: mechanism.KindComposite, Parts: []mechanism.Mechanism{g, {Kind: mechanism.KindGaussian, Mu: 1, Neighbours: mechanism.ReplaceOne}}}, "one neighbour relation"},
+		{"neighbours disagree", mechanism.Mechanism{Kind: mechanism.KindComposite, Neighbours: mechanism.ReplaceOne, Parts: []mechanism.Mechanism{g}}, "one neighbour relation"},
 	}
 	for _, c := range cases {
 		err := c.m.Validate()
@@ -102,13 +104,13 @@ func TestCompositeValidate(t *testing.T) {
 		}
 	}
 	// Laplace parts have no finite mu: nor has the composite.
-	lap, _ := Composite(g, Mechanism{Kind: KindLaplace, Sensitivity: 1, Epsilon: 1})
+	lap, _ := mechanism.Composite(g, mechanism.Mechanism{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: 1})
 	if !math.IsInf(lap.GDPMu(), 1) {
 		t.Errorf("GDPMu with a Laplace part = %v, want +Inf", lap.GDPMu())
 	}
 	// The JSON form round-trips through ParseMechanism (the ledger's path).
 	b, _ := json.Marshal(inner)
-	if m, err := ParseMechanism(b); err != nil || len(m.Parts) != 1 || m.Parts[0].Mu != 0.5 {
+	if m, err := mechanism.Parse(b); err != nil || len(m.Parts) != 1 || m.Parts[0].Mu != 0.5 {
 		t.Errorf("round trip of %s: %+v, %v", b, m, err)
 	}
 }
@@ -117,7 +119,7 @@ func TestCompositeValidate(t *testing.T) {
 func TestCalibrateSubsampledSigmaAfter(t *testing.T) {
 	const delta = 1e-5
 	target, _ := Epsilon(1, delta)
-	prior := Mechanism{Kind: KindGaussian, Mu: 0.05}
+	prior := mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.05}
 	for _, c := range []struct {
 		q     float64
 		steps int
@@ -126,8 +128,8 @@ func TestCalibrateSubsampledSigmaAfter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sg := Mechanism{Kind: KindSubsampledGaussian, Q: c.q, Sigma: sigma, Steps: c.steps}
-		tot, err := RigorousEpsilon([]Mechanism{prior, sg}, delta)
+		sg := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: c.q, Sigma: sigma, Steps: c.steps}
+		tot, err := RigorousEpsilon([]mechanism.Mechanism{prior, sg}, delta)
 		if err != nil || tot > target || tot < target*0.995 {
 			t.Errorf("q %v: combined epsilon %v, target %v (%v)", c.q, tot, target, err)
 		}
@@ -137,7 +139,7 @@ func TestCalibrateSubsampledSigmaAfter(t *testing.T) {
 			t.Errorf("q %v: sigma %v not above the release-alone sigma %v", c.q, sigma, alone)
 		}
 	}
-	if _, err := CalibrateSubsampledSigmaAfter(Mechanism{Kind: KindGaussian, Mu: 5}, 0.01, 10, target, delta); err == nil {
+	if _, err := CalibrateSubsampledSigmaAfter(mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 5}, 0.01, 10, target, delta); err == nil {
 		t.Error("a prior above the target was accepted")
 	}
 }
@@ -150,7 +152,7 @@ func BenchmarkCalibrateSubsampledSigmaAfter(b *testing.B) {
 	eps, _ := Epsilon(1, delta)
 	b.Run("with count", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := CalibrateSubsampledSigmaAfter(Mechanism{Kind: KindGaussian, Mu: 0.05}, q, steps, eps, delta); err != nil {
+			if _, err := CalibrateSubsampledSigmaAfter(mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.05}, q, steps, eps, delta); err != nil {
 				b.Fatal(err)
 			}
 		}

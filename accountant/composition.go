@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/dpsql/dpsql/accountant/pld"
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // Composition is the composed privacy loss of a sequence of ledger entries,
@@ -35,7 +36,7 @@ type Composition struct {
 }
 
 // Add returns the composition of c with m.
-func (c Composition) Add(m Mechanism) (Composition, error) {
+func (c Composition) Add(m mechanism.Mechanism) (Composition, error) {
 	if err := m.Validate(); err != nil {
 		return Composition{}, err
 	}

@@ -1,9 +1,11 @@
 package accountant
 
+import "github.com/dpsql/dpsql/mechanism"
+
 // Byte-level helpers for the tests of the encoded composition: extend or
 // read a composition given as its MarshalBinary encoding.
 
-func composeInto(cached []byte, m Mechanism) ([]byte, error) {
+func composeInto(cached []byte, m mechanism.Mechanism) ([]byte, error) {
 	var c Composition
 	if err := c.UnmarshalBinary(cached); err != nil {
 		return nil, err

@@ -4,33 +4,88 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"sync"
-	"sync/atomic"
+
+	"github.com/dpsql/dpsql/internal/lru"
+	"github.com/dpsql/dpsql/internal/tally"
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // The budget decision: whether one more entry fits a scope's budget. It is a
-// pure function of the scope's budget, what its entries so far add up to and
-// the new entry; reading those from the ledger is the caller's business.
+// pure function of the scope's budget, what its entries so far add up to
+// (Spend) and the new entry; reading those from the ledger is package
+// ledger's business.
 
-// scopeSpend is what a scope's entries so far add up to.
-type scopeSpend struct {
-	sumSq       float64     // sum of GDPMu()^2 (CLT figure for subsampled entries, +Inf after a Laplace one)
-	noiseTV     float64     // sum of the entries' sampler total-variation bounds (noise_tv)
-	nonGaussian int         // entries that are not exactly GDP (neither gaussian nor external)
-	comp        Composition // the rigorous composition of the entries
+// Spend is what a scope's entries so far add up to, as the budget decision
+// reads it: the zero Spend is a scope with nothing spent. A caller that
+// keeps one per scope (the ledger, keyed by its chain's head) extends it with
+// [Spend.With] after each accepted entry.
+type Spend struct {
+	SumSq       float64     // sum of GDPMu()^2 (CLT figure for subsampled entries, +Inf after a Laplace one)
+	NoiseTV     float64     // sum of the entries' sampler total-variation bounds (noise_tv)
+	NonGaussian int         // entries that are not exactly GDP (neither gaussian nor external)
+	Comp        Composition // the rigorous composition of the entries
 }
 
-// checked is an accepted entry's figures, as recorded in the ledger row,
+// Checked is an accepted entry's figures, as recorded in the ledger row,
 // dp_scope_state and the receipt.
-type checked struct {
-	budget              Budget
-	mechanism           Mechanism
-	newMu, muAfter      float64
-	muRemaining, epsGDP float64
-	epsilon             float64
-	rigorous            bool
-	comp                Composition // the scope's composition including this entry
-	noiseTV             float64     // this entry's sampler total-variation bound
+type Checked struct {
+	Budget      Budget
+	Mechanism   mechanism.Mechanism // as accounted in the scope's relation
+	Mu          float64             // the entry's own GDP figure (CLT value for subsampled mechanisms)
+	MuAfter     float64             // sqrt(sum mu_i^2) of the scope with the entry
+	MuRemaining float64             // sqrt(budget^2 - MuAfter^2), +Inf without a cap
+	EpsilonGDP  float64             // epsilon of MuAfter at the budget's delta
+	Epsilon     float64             // the scope's epsilon at its delta: EpsilonGDP, or the rigorous figure
+	Rigorous    bool                // Epsilon comes from the PLD accountant
+	Comp        Composition         // the scope's composition including this entry
+	NoiseTV     float64             // this entry's sampler total-variation bound
+}
+
+// With returns s after the entry accepted as c.
+func (s Spend) With(c Checked) Spend {
+	s.SumSq += c.Mu * c.Mu
+	if !c.Mechanism.IsGaussian() {
+		s.NonGaussian++
+	}
+	s.Comp = c.Comp
+	s.NoiseTV += c.NoiseTV
+	return s
+}
+
+// Certified returns the smallest epsilon at which the scope's entries,
+// released by samplers within s.NoiseTV in total variation of their ideal
+// laws, are (epsilon, delta)-DP: the figure the budget decision checks once
+// a scope holds other than Gaussian entries.
+func (s Spend) Certified(delta float64) (float64, error) {
+	return certifiedEpsilon(s.Comp, delta, s.NoiseTV)
+}
+
+// SpendOf returns what the entries ms, in order, add up to in scope (of
+// neighbour relation rel), each converted to that relation ([InScope]);
+// NoiseTV is left 0 for the caller to set.
+func SpendOf(scope, rel string, ms []mechanism.Mechanism) (Spend, error) {
+	var s Spend
+	acc := make([]mechanism.Mechanism, len(ms))
+	for i, m := range ms {
+		a, err := InScope(scope, rel, m)
+		if err != nil {
+			return Spend{}, fmt.Errorf("scope %q cannot be accounted: %w", scope, err)
+		}
+		mu := a.GDPMu()
+		s.SumSq += mu * mu
+		if !a.IsGaussian() {
+			s.NonGaussian++
+		}
+		acc[i] = a
+	}
+	c, err := rigComposeAll(acc)
+	if err != nil {
+		return Spend{}, fmt.Errorf("scope %q cannot be accounted: %w", scope, err)
+	}
+	if s.Comp, err = (Composition{c: *c}).folded(); err != nil {
+		return Spend{}, fmt.Errorf("scope %q cannot be accounted: %w", scope, err)
+	}
+	return s, nil
 }
 
 // epsilonBudget returns the epsilon a capped budget allows at its delta: the
@@ -61,44 +116,20 @@ func certifiedEpsilon(comp Composition, delta, tv float64) (float64, error) {
 	var key string
 	if comp.c.legacy == nil {
 		key = comp.c.contentKey() + "|" + strconv.FormatUint(math.Float64bits(delta), 16) + "|" + strconv.FormatUint(math.Float64bits(tv), 16)
-		if e, ok := certified.get(key); ok {
+		if e, ok := certified.Get(key); ok {
 			return e, nil
 		}
 	}
-	certifiedSearches.Add(1)
+	tally.CertifiedSearches.Add(1)
 	e, err := certifiedEpsilonBracket(comp, delta, tv)
 	if err == nil && key != "" {
-		certified.put(key, e)
+		certified.Put(key, e)
 	}
 	return e, err
 }
 
-// certifiedSearches counts the root searches certifiedEpsilon ran (tests).
-var certifiedSearches atomic.Int64
-
-// certifiedMemo remembers recent certified epsilons by content.
-type certifiedMemo struct {
-	mu sync.Mutex
-	m  map[string]float64
-}
-
-var certified = &certifiedMemo{m: map[string]float64{}}
-
-func (c *certifiedMemo) get(k string) (float64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[k]
-	return e, ok
-}
-
-func (c *certifiedMemo) put(k string, e float64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= 256 {
-		clear(c.m)
-	}
-	c.m[k] = e
-}
+// certified remembers recent certified epsilons by content.
+var certified = lru.New[string, float64](256, nil)
 
 // certifiedEpsilonBracket is certifiedEpsilon's root search, in some ten to
 // twenty sweeps of the PLD instead of the hundred of a blind search
@@ -257,7 +288,7 @@ func certifiedEpsilonSearch(comp Composition, delta, tv float64) (float64, error
 	return bisectRoot(h, lo, hi)
 }
 
-// decide returns the figures of scope b after m, whose sampler is within tv
+// Decide returns the figures of scope b after m, whose sampler is within tv
 // in total variation of its ideal law, is added to prior, or a *BudgetError
 // if m does not fit. While the scope and m are all exactly GDP, GDP
 // composition decides (with a relative tolerance for round-off in the sum of
@@ -265,34 +296,34 @@ func certifiedEpsilonSearch(comp Composition, delta, tv float64) (float64, error
 // error, the rigorous (PLD) epsilon at the effective delta decides, against
 // the budget's epsilon (or the epsilon its mu gives). The file's total
 // without a cap (Mu = +Inf) is computed, never refused.
-func decide(b Budget, prior scopeSpend, m Mechanism, tv float64) (checked, error) {
-	c := checked{budget: b, mechanism: m, newMu: m.GDPMu(), noiseTV: tv}
+func Decide(b Budget, prior Spend, m mechanism.Mechanism, tv float64) (Checked, error) {
+	c := Checked{Budget: b, Mechanism: m, Mu: m.GDPMu(), NoiseTV: tv}
 	var err error
-	if c.comp, err = prior.comp.Add(m); err != nil {
-		return checked{}, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", b.Scope, err)
+	if c.Comp, err = prior.Comp.Add(m); err != nil {
+		return Checked{}, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", b.Scope, err)
 	}
-	muBefore := math.Sqrt(prior.sumSq)
-	c.muAfter = math.Sqrt(prior.sumSq + c.newMu*c.newMu)
-	if math.IsInf(c.newMu, 1) {
-		c.muAfter = math.Inf(1)
+	muBefore := math.Sqrt(prior.SumSq)
+	c.MuAfter = math.Sqrt(prior.SumSq + c.Mu*c.Mu)
+	if math.IsInf(c.Mu, 1) {
+		c.MuAfter = math.Inf(1)
 	}
-	c.muRemaining = math.Sqrt(math.Max(b.Mu*b.Mu-c.muAfter*c.muAfter, 0))
+	c.MuRemaining = math.Sqrt(math.Max(b.Mu*b.Mu-c.MuAfter*c.MuAfter, 0))
 	if math.IsInf(b.Mu, 1) {
-		c.muRemaining = math.Inf(1)
+		c.MuRemaining = math.Inf(1)
 	}
-	if c.epsGDP = math.Inf(1); !math.IsInf(c.muAfter, 1) {
-		c.epsGDP, _ = Epsilon(c.muAfter, b.Delta)
+	if c.EpsilonGDP = math.Inf(1); !math.IsInf(c.MuAfter, 1) {
+		c.EpsilonGDP, _ = Epsilon(c.MuAfter, b.Delta)
 	}
-	c.epsilon = c.epsGDP
+	c.Epsilon = c.EpsilonGDP
 	capped := !math.IsInf(b.Mu, 1) // the file's total without a cap has none
-	gaussOnly := prior.nonGaussian == 0 && m.IsGaussian()
+	gaussOnly := prior.NonGaussian == 0 && m.IsGaussian()
 	if gaussOnly {
 		// Only Gaussian entries: GDP composition is exact.
-		if capped && c.muAfter*c.muAfter > b.Mu*b.Mu*(1+tolerance) {
-			return c, &BudgetError{Scope: b.Scope, Spent: muBefore, Need: c.newMu, Budget: b.Mu, AfterWouldBe: c.muAfter, Unit: "mu", Mechanism: m.Kind}
+		if capped && c.MuAfter*c.MuAfter > b.Mu*b.Mu*(1+tolerance) {
+			return c, &BudgetError{Scope: b.Scope, Spent: muBefore, Need: c.Mu, Budget: b.Mu, AfterWouldBe: c.MuAfter, Unit: "mu", Mechanism: m.Kind}
 		}
 	}
-	totalTV := prior.noiseTV + tv
+	totalTV := prior.NoiseTV + tv
 	if gaussOnly && (totalTV == 0 || !capped) {
 		return c, nil
 	}
@@ -304,12 +335,12 @@ func decide(b Budget, prior scopeSpend, m Mechanism, tv float64) (checked, error
 	// few sweeps, and when the total holds the same entries as the scope
 	// at the same delta (a file of one scope) certifiedEpsilon's memo
 	// returns the scope's figure without a sweep.
-	epsAfter, err := certifiedEpsilon(c.comp, b.Delta, totalTV)
+	epsAfter, err := certifiedEpsilon(c.Comp, b.Delta, totalTV)
 	if err != nil {
 		return c, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", b.Scope, err)
 	}
 	if !gaussOnly {
-		c.epsilon, c.rigorous = epsAfter, true
+		c.Epsilon, c.Rigorous = epsAfter, true
 	}
 	if !capped {
 		return c, nil
@@ -322,16 +353,16 @@ func decide(b Budget, prior scopeSpend, m Mechanism, tv float64) (checked, error
 		limit *= 1 + tolerance
 	}
 	if !(epsAfter <= limit) {
-		epsBefore, _ := certifiedEpsilon(prior.comp, b.Delta, prior.noiseTV) // for the message only
+		epsBefore, _ := certifiedEpsilon(prior.Comp, b.Delta, prior.NoiseTV) // for the message only
 		return c, &BudgetError{Scope: b.Scope, Spent: epsBefore, Need: epsAfter - epsBefore, Budget: epsBudget, AfterWouldBe: epsAfter, Unit: "epsilon", Delta: b.Delta, NoiseTV: totalTV, Mechanism: m.Kind}
 	}
 	return c, nil
 }
 
-// maxGaussian returns the largest mu of one more add/remove Gaussian call
+// MaxGaussian returns the largest mu of one more add/remove Gaussian call
 // that passes every check fits makes, to a relative precision of upper,
 // rounded down (each check of a mixed scope composes a PLD).
-func maxGaussian(upper, precision float64, fits func(mu float64) bool) float64 {
+func MaxGaussian(upper, precision float64, fits func(mu float64) bool) float64 {
 	if !(upper > 0) || math.IsInf(upper, 1) {
 		return 0
 	}

@@ -4,20 +4,22 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
-// spendOf folds ms into the scopeSpend the budget decision receives.
-func spendOf(t *testing.T, ms ...Mechanism) scopeSpend {
+// spendOf folds ms into the Spend the budget decision receives.
+func spendOf(t *testing.T, ms ...mechanism.Mechanism) Spend {
 	t.Helper()
-	var sp scopeSpend
+	var sp Spend
 	for _, m := range ms {
 		mu := m.GDPMu()
-		sp.sumSq += mu * mu
+		sp.SumSq += mu * mu
 		if !m.IsGaussian() {
-			sp.nonGaussian++
+			sp.NonGaussian++
 		}
 		var err error
-		if sp.comp, err = sp.comp.Add(m); err != nil {
+		if sp.Comp, err = sp.Comp.Add(m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -25,35 +27,35 @@ func spendOf(t *testing.T, ms ...Mechanism) scopeSpend {
 }
 
 func TestDecide(t *testing.T) {
-	g := func(mu float64) Mechanism { return Mechanism{Kind: KindGaussian, Mu: mu} }
-	sub := Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 0.7, Steps: 120} // epsilon 2.4612 at 1e-5 alone
-	lap := Mechanism{Kind: KindLaplace, Epsilon: 0.5}
+	g := func(mu float64) mechanism.Mechanism { return mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mu} }
+	sub := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 0.7, Steps: 120} // epsilon 2.4612 at 1e-5 alone
+	lap := mechanism.Mechanism{Kind: mechanism.KindLaplace, Epsilon: 0.5}
 	muBudget := Budget{Scope: "s", Mu: 1, Delta: 1e-5}
 	epsBudget := Budget{Scope: "s", Mu: 1.1, Epsilon: 3, Delta: 1e-5} // Mu(3, 1e-5) ~ 0.73; 1.1 shows which one decides
 	for _, tc := range []struct {
 		name     string
 		b        Budget
-		prior    []Mechanism
-		m        Mechanism
+		prior    []mechanism.Mechanism
+		m        mechanism.Mechanism
 		ok       bool
 		unit     string // of the refusal
 		rigorous bool
 	}{
 		{"empty scope, exactly the budget", muBudget, nil, g(1), true, "", false},
 		{"empty scope, over the budget", muBudget, nil, g(1.0001), false, "mu", false},
-		{"0.6 then exactly 0.8", muBudget, []Mechanism{g(0.6)}, g(0.8), true, "", false},
-		{"0.6 then 0.81", muBudget, []Mechanism{g(0.6)}, g(0.81), false, "mu", false},
-		{"external composes like gaussian", muBudget, []Mechanism{{Kind: KindExternal, Mu: 0.6}}, g(0.8), true, "", false},
-		{"steps count", muBudget, nil, Mechanism{Kind: KindGaussian, Mu: 0.5, Steps: 4}, true, "", false},
-		{"steps count, over", muBudget, nil, Mechanism{Kind: KindGaussian, Mu: 0.5, Steps: 5}, false, "mu", false},
-		{"subsampled decided by PLD", epsBudget, []Mechanism{g(0.3)}, sub, true, "", true},
-		{"second subsampled over epsilon", epsBudget, []Mechanism{g(0.3), sub}, sub, false, "epsilon", true},
-		{"gaussian after subsampled is rigorous", epsBudget, []Mechanism{sub}, g(0.05), true, "", true},
+		{"0.6 then exactly 0.8", muBudget, []mechanism.Mechanism{g(0.6)}, g(0.8), true, "", false},
+		{"0.6 then 0.81", muBudget, []mechanism.Mechanism{g(0.6)}, g(0.81), false, "mu", false},
+		{"external composes like gaussian", muBudget, []mechanism.Mechanism{{Kind: mechanism.KindExternal, Mu: 0.6}}, g(0.8), true, "", false},
+		{"steps count", muBudget, nil, mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.5, Steps: 4}, true, "", false},
+		{"steps count, over", muBudget, nil, mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.5, Steps: 5}, false, "mu", false},
+		{"subsampled decided by PLD", epsBudget, []mechanism.Mechanism{g(0.3)}, sub, true, "", true},
+		{"second subsampled over epsilon", epsBudget, []mechanism.Mechanism{g(0.3), sub}, sub, false, "epsilon", true},
+		{"gaussian after subsampled is rigorous", epsBudget, []mechanism.Mechanism{sub}, g(0.05), true, "", true},
 		{"laplace in a mu budget", muBudget, nil, lap, true, "", true},
-		{"laplace too large", muBudget, nil, Mechanism{Kind: KindLaplace, Epsilon: 6}, false, "epsilon", true},
+		{"laplace too large", muBudget, nil, mechanism.Mechanism{Kind: mechanism.KindLaplace, Epsilon: 6}, false, "epsilon", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := decide(tc.b, spendOf(t, tc.prior...), tc.m, 0)
+			c, err := Decide(tc.b, spendOf(t, tc.prior...), tc.m, 0)
 			if tc.ok {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -68,24 +70,24 @@ func TestDecide(t *testing.T) {
 				}
 				return
 			}
-			if c.rigorous != tc.rigorous {
-				t.Errorf("rigorous = %v, want %v", c.rigorous, tc.rigorous)
+			if c.Rigorous != tc.rigorous {
+				t.Errorf("rigorous = %v, want %v", c.Rigorous, tc.rigorous)
 			}
-			if n := c.comp.Count(); n != int64(len(tc.prior)+1) {
+			if n := c.Comp.Count(); n != int64(len(tc.prior)+1) {
 				t.Errorf("composition holds %d entries, want %d", n, len(tc.prior)+1)
 			}
 			// The figures agree with an independent accounting of the list.
-			all := append(append([]Mechanism(nil), tc.prior...), tc.m)
+			all := append(append([]mechanism.Mechanism(nil), tc.prior...), tc.m)
 			want, err := RigorousEpsilon(all, tc.b.Delta)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if math.Abs(c.epsilon/want-1) > 1e-3 {
-				t.Errorf("epsilon %v, want about %v", c.epsilon, want)
+			if math.Abs(c.Epsilon/want-1) > 1e-3 {
+				t.Errorf("epsilon %v, want about %v", c.Epsilon, want)
 			}
 			if !tc.rigorous {
-				if want := math.Sqrt(math.Max(tc.b.Mu*tc.b.Mu-c.muAfter*c.muAfter, 0)); c.muRemaining != want {
-					t.Errorf("mu remaining %v, want %v", c.muRemaining, want)
+				if want := math.Sqrt(math.Max(tc.b.Mu*tc.b.Mu-c.MuAfter*c.MuAfter, 0)); c.MuRemaining != want {
+					t.Errorf("mu remaining %v, want %v", c.MuRemaining, want)
 				}
 			}
 		})
@@ -94,7 +96,7 @@ func TestDecide(t *testing.T) {
 
 // An entry that cannot be accounted is refused with an error, not a decision.
 func TestDecideUnaccountable(t *testing.T) {
-	_, err := decide(Budget{Scope: "s", Mu: 1, Delta: 1e-5}, scopeSpend{}, Mechanism{Kind: "magic"}, 0)
+	_, err := Decide(Budget{Scope: "s", Mu: 1, Delta: 1e-5}, Spend{}, mechanism.Mechanism{Kind: "magic"}, 0)
 	if err == nil || errors.Is(err, ErrBudget) {
 		t.Errorf("err = %v, want a refusal that is not a budget decision", err)
 	}

@@ -1,5 +1,7 @@
-// Package accountant prices, checks and records every spend of privacy budget
-// that dpsql makes.
+// Package accountant prices every spend of privacy budget that dpsql makes
+// and decides whether it fits a scope's budget. It is pure computation: it
+// reads no database (package ledger stores the budgets and the spends, and
+// calls it to decide).
 //
 // Budgets and figures are stated in Gaussian differential privacy (Dong, Roth,
 // Su, "Gaussian Differential Privacy", arXiv:1905.02383): a mechanism is
@@ -12,18 +14,13 @@
 // [RigorousEpsilon]); once a scope holds such an entry every budget decision
 // uses that figure.
 //
-// The ledger lives in the protected database file itself:
-//   - schema.go: the tables (dp_ledger, and dp_budget and dp_scope_state
-//     derived from it) and [Init]; migrate.go: the upgrade of a version-0 file;
-//   - registry.go: one ledger connection per file and process ([OpenLedger]);
-//   - charge.go: [Ledger.Charge], which checks a scope's budget, appends the
-//     ledger row and writes the release in one IMMEDIATE transaction that
-//     commits before the release can be seen;
-//   - decision.go: the budget decision, a pure function of a scope's budget
-//     and its entries;
-//   - state.go: what the chain says, computed by this process and kept in
-//     memory keyed by the chain's head: a charge trusts nothing else;
-//   - chain.go: the hash chain over dp_ledger ([Row], [Head]); verify.go:
-//     [Verify], which also recomputes what the file's tables say;
-//   - status.go: dp_budget_status ([ReadStatus]).
+//   - gdp.go: the GDP conversions; rigorous.go, composition.go: the PLD
+//     accountant and [Composition], extended one entry at a time;
+//   - decision.go: [Decide], whether one more entry fits a [Budget] given what
+//     the scope's entries so far add up to ([Spend]), and the certified epsilon
+//     that pays the samplers' total-variation bound from delta;
+//   - neighbours.go: [InScope], an entry converted to its scope's neighbour
+//     relation; noise_kinds.go: the noise families' PLDs;
+//   - budget.go: [Budget] and the refusal [BudgetError]; codes.go: [Code], why a
+//     charge was refused or the ledger failed, for programs.
 package accountant

@@ -3,6 +3,8 @@ package accountant
 import (
 	"math"
 	"testing"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // A gaussian_inf entry is a Gaussian plus delta mass at +infinity: its
@@ -14,14 +16,14 @@ func TestGaussianInfAccounting(t *testing.T) {
 	for _, tc := range []struct{ mu, delta, eps float64 }{
 		{0.5, 1e-7, 1}, {0.5, 1e-7, 2}, {1, 1e-6, 1.5}, {0.2, 1e-9, 0.5},
 	} {
-		m := Mechanism{Kind: KindGaussianInf, Mu: tc.mu, Delta: tc.delta}
+		m := mechanism.Mechanism{Kind: mechanism.KindGaussianInf, Mu: tc.mu, Delta: tc.delta}
 		if err := m.Validate(); err != nil {
 			t.Fatal(err)
 		}
 		if m.GDPMu() != tc.mu || m.IsGaussian() {
 			t.Fatalf("GDPMu = %v, IsGaussian %v: want the Gaussian part's mu, and not exactly GDP", m.GDPMu(), m.IsGaussian())
 		}
-		got, err := RigorousDelta([]Mechanism{m}, tc.eps)
+		got, err := RigorousDelta([]mechanism.Mechanism{m}, tc.eps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +34,7 @@ func TestGaussianInfAccounting(t *testing.T) {
 		if got < lo*(1-1e-9) || got > hi {
 			t.Errorf("mu %g delta %g eps %g: rigorous delta %g, want in [%g, %g]", tc.mu, tc.delta, tc.eps, got, lo, hi)
 		}
-		e, err := RigorousEpsilon([]Mechanism{m}, tc.delta)
+		e, err := RigorousEpsilon([]mechanism.Mechanism{m}, tc.delta)
 		if err != nil || !math.IsInf(e, 1) {
 			t.Errorf("epsilon at delta = its own mass: got %v, %v; want +Inf", e, err)
 		}
@@ -42,9 +44,9 @@ func TestGaussianInfAccounting(t *testing.T) {
 // Composition: two gaussian_inf entries hold about twice the mass at
 // +infinity, and the cached composition agrees with the direct one.
 func TestGaussianInfComposes(t *testing.T) {
-	a := Mechanism{Kind: KindGaussianInf, Mu: 0.3, Delta: 1e-7}
-	b := Mechanism{Kind: KindGaussian, Mu: 0.4}
-	ms := []Mechanism{a, b, a}
+	a := mechanism.Mechanism{Kind: mechanism.KindGaussianInf, Mu: 0.3, Delta: 1e-7}
+	b := mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.4}
+	ms := []mechanism.Mechanism{a, b, a}
 	direct, err := RigorousDelta(ms, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -68,11 +70,11 @@ func TestGaussianInfComposes(t *testing.T) {
 	if math.Abs(cached-direct) > 1e-4*direct {
 		t.Errorf("cached %g vs direct %g", cached, direct)
 	}
-	for _, bad := range []Mechanism{
-		{Kind: KindGaussianInf, Mu: 0.3},
-		{Kind: KindGaussianInf, Delta: 1e-7},
-		{Kind: KindGaussianInf, Mu: 0.3, Delta: 1},
-		{Kind: KindGaussianInf, Mu: 0.3, Delta: 1e-7, Neighbours: ReplaceOne},
+	for _, bad := range []mechanism.Mechanism{
+		{Kind: mechanism.KindGaussianInf, Mu: 0.3},
+		{Kind: mechanism.KindGaussianInf, Delta: 1e-7},
+		{Kind: mechanism.KindGaussianInf, Mu: 0.3, Delta: 1},
+		{Kind: mechanism.KindGaussianInf, Mu: 0.3, Delta: 1e-7, Neighbours: mechanism.ReplaceOne},
 	} {
 		if bad.Validate() == nil {
 			t.Errorf("%+v validated", bad)

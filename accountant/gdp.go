@@ -12,14 +12,6 @@ import (
 // [pld.LogPhi].
 func LogPhi(x float64) float64 { return pld.LogPhi(x) }
 
-// Phi returns the standard normal CDF.
-func Phi(x float64) float64 {
-	if x > -30 {
-		return 0.5 * math.Erfc(-x/math.Sqrt2)
-	}
-	return math.Exp(LogPhi(x))
-}
-
 // Delta returns delta(epsilon) of a mu-GDP mechanism,
 // Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (Dong, Roth, Su 2019,
 // Corollary 2.13), computed in log space without cancellation

@@ -6,6 +6,8 @@ import (
 
 	"gonum.org/v1/gonum/integrate/quad"
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // Reference values from testdata/gdp_reference.py (mpmath, 40 digits).
@@ -162,16 +164,16 @@ func second(_ float64, err error) error { return err }
 
 func TestMechanismGDPMu(t *testing.T) {
 	tests := []struct {
-		m    Mechanism
+		m    mechanism.Mechanism
 		want float64
 	}{
-		{Mechanism{Kind: KindGaussian, Sensitivity: 2, Sigma: 4}, 0.5},
-		{Mechanism{Kind: KindGaussian, Mu: 0.3, Steps: 4}, 0.6},
-		{Mechanism{Kind: KindGaussian, Mu: 0.3, Neighbours: ReplaceOne}, 0.3}, // stated for replacement, charged as stated
-		{Mechanism{Kind: KindExternal, Mu: 0.25}, 0.25},
+		{mechanism.Mechanism{Kind: mechanism.KindGaussian, Sensitivity: 2, Sigma: 4}, 0.5},
+		{mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.3, Steps: 4}, 0.6},
+		{mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.3, Neighbours: mechanism.ReplaceOne}, 0.3}, // stated for replacement, charged as stated
+		{mechanism.Mechanism{Kind: mechanism.KindExternal, Mu: 0.25}, 0.25},
 		// CLT value of NeuroMixGDP (arXiv:2202.06467) Theorem E.2: q sqrt(T) sqrt(e^(1/sigma^2) - 1).
-		{Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 10000}, math.Sqrt(math.E - 1)},
-		{Mechanism{Kind: KindLaplace, Sensitivity: 1, Epsilon: 1}, math.Inf(1)},
+		{mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 10000}, math.Sqrt(math.E - 1)},
+		{mechanism.Mechanism{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: 1}, math.Inf(1)},
 	}
 	for _, tt := range tests {
 		if err := tt.m.Validate(); err != nil {
@@ -192,7 +194,7 @@ func TestParseMechanismErrors(t *testing.T) {
 		`{"mechanism":"laplace","epsilon":0}`, `{"mechanism":"magic","mu":1}`,
 		`{"mechanism":"gaussian","mu":1,"neighbours":"swap"}`,
 	} {
-		if _, err := ParseMechanism([]byte(js)); err == nil {
+		if _, err := mechanism.Parse([]byte(js)); err == nil {
 			t.Errorf("ParseMechanism(%s): no error", js)
 		}
 	}

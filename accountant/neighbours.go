@@ -3,6 +3,8 @@ package accountant
 import (
 	"errors"
 	"fmt"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // One neighbour relation per scope: an entry is accounted in its scope's
@@ -15,36 +17,38 @@ import (
 // account.
 var ErrNeighbours = errors.New("wrong neighbour relation for this scope")
 
-// inScope returns m as it is accounted in a scope of relation rel.
-func inScope(scope, rel string, m Mechanism) (Mechanism, error) {
+// InScope returns m as it is accounted in a scope of relation rel (converted
+// from add/remove to replace-one where that is sound), or an error wrapping
+// [ErrNeighbours].
+func InScope(scope, rel string, m mechanism.Mechanism) (mechanism.Mechanism, error) {
 	mrel := m.Neighbours
-	if mrel == "" && m.Kind == KindComposite && len(m.Parts) > 0 {
+	if mrel == "" && m.Kind == mechanism.KindComposite && len(m.Parts) > 0 {
 		mrel = m.Parts[0].Neighbours // Validate: the parts share one relation
 	}
 	if mrel == "" {
-		mrel = AddRemove
+		mrel = mechanism.AddRemove
 	}
 	if rel == "" {
-		rel = AddRemove
+		rel = mechanism.AddRemove
 	}
 	switch {
 	case mrel == rel:
 		return m, nil
-	case rel == AddRemove:
-		return Mechanism{}, fmt.Errorf("%w: scope %q protects add/remove neighbours (one person's row added or removed), but this %s release is private only for replace-one neighbours (one row replaced by another, the number of rows public), so it has no guarantee in this scope and nothing was charged; charge it in a replace-one scope: SELECT dp_init(1.0, 1e-5, 'rows', 'replace_one'), then dp_use_scope('rows') (or dpsql init DB --scope rows --mu 1 --neighbours replace_one)",
+	case rel == mechanism.AddRemove:
+		return mechanism.Mechanism{}, fmt.Errorf("%w: scope %q protects add/remove neighbours (one person's row added or removed), but this %s release is private only for replace-one neighbours (one row replaced by another, the number of rows public), so it has no guarantee in this scope and nothing was charged; charge it in a replace-one scope: SELECT dp_init(1.0, 1e-5, 'rows', 'replace_one'), then dp_use_scope('rows') (or dpsql init DB --scope rows --mu 1 --neighbours replace_one)",
 			ErrNeighbours, scope, m.Kind)
 	}
 	// An add/remove entry in a replace-one scope.
 	c := m
-	c.Neighbours = ReplaceOne
+	c.Neighbours = mechanism.ReplaceOne
 	switch m.Kind {
-	case KindGaussian, KindExternal:
-		return Mechanism{Kind: m.Kind, Mu: 2 * m.GDPMu(), Neighbours: ReplaceOne}, nil
-	case KindLaplace:
+	case mechanism.KindGaussian, mechanism.KindExternal:
+		return mechanism.Mechanism{Kind: m.Kind, Mu: 2 * m.GDPMu(), Neighbours: mechanism.ReplaceOne}, nil
+	case mechanism.KindLaplace:
 		c.Epsilon, c.Sensitivity = 2*m.Epsilon, 2*m.Sensitivity
 		return c, nil
-	case KindSubsampledGaussian:
+	case mechanism.KindSubsampledGaussian:
 		return c, nil
 	}
-	return Mechanism{}, fmt.Errorf("%w: scope %q protects replace-one neighbours and a %s entry has no replace-one accounting; charge it in an add/remove scope", ErrNeighbours, scope, m.Kind)
+	return mechanism.Mechanism{}, fmt.Errorf("%w: scope %q protects replace-one neighbours and a %s entry has no replace-one accounting; charge it in an add/remove scope", ErrNeighbours, scope, m.Kind)
 }

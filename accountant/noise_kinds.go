@@ -10,14 +10,15 @@ import (
 	"math"
 
 	"github.com/dpsql/dpsql/accountant/pld"
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // noisePLD returns the PLD of one noise-family entry.
-func noisePLD(m Mechanism, c pld.Config) (*pld.PLD, error) {
+func noisePLD(m mechanism.Mechanism, c pld.Config) (*pld.PLD, error) {
 	switch m.Kind {
-	case KindTruncatedLaplace:
+	case mechanism.KindTruncatedLaplace:
 		return c.TruncatedLaplace(m.Sensitivity, m.Sigma, m.Support)
-	case KindOptNoise:
+	case mechanism.KindOptNoise:
 		w, err := m.GridWeights()
 		if err != nil {
 			return nil, err
@@ -34,8 +35,8 @@ func noisePLD(m Mechanism, c pld.Config) (*pld.PLD, error) {
 // VerifyNoisePayload checks what a ledger row of a noise family carries
 // beyond its hash chain: an optnoise row's weights must decode, sum to 2^63
 // and match their recorded SHA-256. Audit verification calls it per row.
-func VerifyNoisePayload(m Mechanism) error {
-	if m.Kind != KindOptNoise {
+func VerifyNoisePayload(m mechanism.Mechanism) error {
+	if m.Kind != mechanism.KindOptNoise {
 		return nil
 	}
 	_, err := m.GridWeights()

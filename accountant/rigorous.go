@@ -8,9 +8,10 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
 
 	"github.com/dpsql/dpsql/accountant/pld"
+	"github.com/dpsql/dpsql/internal/lru"
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // Rigorous accounting. GDP composition is exact for Gaussian and external
@@ -38,7 +39,7 @@ var rigorousConfig = pld.Config{}
 
 // RigorousDelta returns an upper bound on delta(epsilon) for the composition
 // of ms.
-func RigorousDelta(ms []Mechanism, epsilon float64) (float64, error) {
+func RigorousDelta(ms []mechanism.Mechanism, epsilon float64) (float64, error) {
 	if !(epsilon >= 0) || math.IsInf(epsilon, 1) {
 		return 0, fmt.Errorf("epsilon must be a finite number >= 0, got %v", epsilon)
 	}
@@ -52,7 +53,7 @@ func RigorousDelta(ms []Mechanism, epsilon float64) (float64, error) {
 // RigorousEpsilon returns an upper bound on the smallest epsilon such that the
 // composition of ms is (epsilon, delta)-DP (+Inf if no finite epsilon can be
 // certified at this delta).
-func RigorousEpsilon(ms []Mechanism, delta float64) (float64, error) {
+func RigorousEpsilon(ms []mechanism.Mechanism, delta float64) (float64, error) {
 	if err := checkDelta(delta); err != nil {
 		return 0, err
 	}
@@ -75,8 +76,8 @@ func CalibrateSubsampledSigma(q float64, steps int, epsilon, delta float64) (flo
 	if err != nil || p == nil || steps < 2 {
 		return sigma, err
 	}
-	g := newRigGroup(Mechanism{Kind: KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps})
-	rigMemo.put(rigMemoKey{spec: g.key, steps: int(g.steps)}, p)
+	g := newRigGroup(mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps})
+	rigMemo.Put(rigMemoKey{spec: g.key, steps: int(g.steps)}, p)
 	return sigma, nil
 }
 
@@ -97,15 +98,15 @@ type rigComposition struct {
 // their single-step descriptions have the same canonical JSON (key), so
 // every kind and field, present or future, takes part in the grouping.
 type rigGroup struct {
-	key   string    // canonical JSON of m
-	m     Mechanism // one step (Steps 0)
+	key   string              // canonical JSON of m
+	m     mechanism.Mechanism // one step (Steps 0)
 	steps int64
 }
 
 func (g rigGroup) less(o rigGroup) bool { return g.key < o.key }
 
 // newRigGroup returns the group of one non-Gaussian, non-composite entry.
-func newRigGroup(m Mechanism) rigGroup {
+func newRigGroup(m mechanism.Mechanism) rigGroup {
 	one := m
 	one.Steps = 1
 	b, _ := json.Marshal(one)
@@ -113,7 +114,7 @@ func newRigGroup(m Mechanism) rigGroup {
 }
 
 // mechanism returns the group's mechanism composed steps times.
-func (g rigGroup) mechanism() Mechanism {
+func (g rigGroup) mechanism() mechanism.Mechanism {
 	m := g.m
 	m.Steps = int(g.steps)
 	return m
@@ -123,7 +124,7 @@ func (g rigGroup) mechanism() Mechanism {
 const rigMaxSteps = 1 << 40
 
 // add records one validated entry (a composite's parts each in turn).
-func (c *rigComposition) add(e Mechanism) error {
+func (c *rigComposition) add(e mechanism.Mechanism) error {
 	c.count++
 	for _, m := range e.Components() {
 		if m.IsGaussian() {
@@ -165,7 +166,7 @@ func (c *rigComposition) nonGaussian() (*pld.PLD, error) {
 	var out *pld.PLD
 	start := 0
 	for i := len(c.groups) - 1; i >= 0; i-- {
-		if p := rigFull.get(prefix(i)); p != nil {
+		if p, _ := rigFull.Get(prefix(i)); p != nil {
 			out, start = p, i+1
 			break
 		}
@@ -181,7 +182,7 @@ func (c *rigComposition) nonGaussian() (*pld.PLD, error) {
 		} else if out, err = out.Compose(p); err != nil {
 			return nil, err
 		}
-		rigFull.put(prefix(i), out)
+		rigFull.Put(prefix(i), out)
 	}
 	return out, nil
 }
@@ -203,12 +204,12 @@ func (c *rigComposition) full(roundCap float64) (*pld.PLD, float64, error) {
 		return c.composeGaussian(c.legacy, mu)
 	}
 	key := c.contentKey()
-	if p := rigFull.get(key); p != nil && p.RoundoffBound() <= roundCap {
+	if p, _ := rigFull.Get(key); p != nil && p.RoundoffBound() <= roundCap {
 		return p, mu, nil
 	}
-	if st, ok := rigSteps.get(key); ok {
+	if st, ok := rigSteps.Get(key); ok {
 		// Extend only when the predecessor leaves room for a convolution.
-		if prev := rigFull.get(st.prev); prev != nil && prev.RoundoffBound() <= roundCap/2 {
+		if prev, _ := rigFull.Get(st.prev); prev != nil && prev.RoundoffBound() <= roundCap/2 {
 			p := prev
 			// A composite: each non-Gaussian part in turn, then its
 			// Gaussian parts as one Gaussian of their merged mu (exact:
@@ -221,7 +222,7 @@ func (c *rigComposition) full(roundCap float64) (*pld.PLD, float64, error) {
 			// the composition is exactly that Gaussian, shifted and given
 			// mass as the gaussian_inf part alone is (pld.GaussianMuInf).
 			var gsq float64
-			var inf []Mechanism
+			var inf []mechanism.Mechanism
 			parts := st.m.Components()
 			for _, part := range parts {
 				if part.IsGaussian() {
@@ -231,10 +232,10 @@ func (c *rigComposition) full(roundCap float64) (*pld.PLD, float64, error) {
 					inf = append(inf, part)
 				}
 			}
-			if len(inf) == 1 && inf[0].Kind == KindGaussianInf && gsq > 0 {
+			if len(inf) == 1 && inf[0].Kind == mechanism.KindGaussianInf && gsq > 0 {
 				merged := inf[0]
 				merged.Mu = math.Sqrt((merged.Mu*merged.Mu+gsq)*(1+4*rigULP)) * (1 + 2*rigULP)
-				parts, gsq = []Mechanism{merged}, 0
+				parts, gsq = []mechanism.Mechanism{merged}, 0
 			}
 			for _, part := range parts {
 				if part.IsGaussian() {
@@ -258,7 +259,7 @@ func (c *rigComposition) full(roundCap float64) (*pld.PLD, float64, error) {
 				}
 			}
 			if p.RoundoffBound() <= roundCap {
-				rigFull.put(key, p)
+				rigFull.Put(key, p)
 				return p, mu, nil
 			}
 		}
@@ -270,7 +271,7 @@ func (c *rigComposition) full(roundCap float64) (*pld.PLD, float64, error) {
 	if p, _, err = c.composeGaussian(p, mu); err != nil {
 		return nil, 0, err
 	}
-	rigFull.put(key, p)
+	rigFull.Put(key, p)
 	return p, mu, nil
 }
 
@@ -297,33 +298,12 @@ const (
 // rigStep records that a composition (by content) is another plus one entry.
 type rigStep struct {
 	prev string
-	m    Mechanism
-}
-
-type rigStepMemo struct {
-	mu sync.Mutex
-	m  map[string]rigStep
+	m    mechanism.Mechanism
 }
 
 const rigStepMemoSize = 4096
 
-var rigSteps = &rigStepMemo{m: map[string]rigStep{}}
-
-func (s *rigStepMemo) get(k string) (rigStep, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.m[k]
-	return st, ok
-}
-
-func (s *rigStepMemo) put(k string, st rigStep) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.m) >= rigStepMemoSize {
-		clear(s.m)
-	}
-	s.m[k] = st
-}
+var rigSteps = lru.New[string, rigStep](rigStepMemoSize, nil)
 
 // contentKey identifies the composition's value (not its entry count).
 func (c *rigComposition) contentKey() string {
@@ -331,41 +311,11 @@ func (c *rigComposition) contentKey() string {
 	return string(appendGroups(b, c.groups))
 }
 
-// rigFullMemo keeps the most recent composed PLDs (whole compositions and
-// prefixes of their groups) by content, up to a total bin count.
-type rigFullMemo struct {
-	mu    sync.Mutex
-	m     map[string]*pld.PLD
-	order []string
-	bins  int
-}
+// rigFull keeps the most recently used composed PLDs (whole compositions
+// and prefixes of their groups) by content, up to a total bin count.
+var rigFull = lru.New[string, *pld.PLD](rigFullMaxBins, (*pld.PLD).Bins)
 
 const rigFullMaxBins = 1 << 22 // 32 MiB of float64
-
-var rigFull = &rigFullMemo{m: map[string]*pld.PLD{}}
-
-func (f *rigFullMemo) get(k string) *pld.PLD {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.m[k]
-}
-
-func (f *rigFullMemo) put(k string, p *pld.PLD) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.m[k]; ok || p.Bins() > rigFullMaxBins/4 {
-		return
-	}
-	f.m[k] = p
-	f.order = append(f.order, k)
-	f.bins += p.Bins()
-	for f.bins > rigFullMaxBins && len(f.order) > 1 {
-		old := f.order[0]
-		f.order = f.order[1:]
-		f.bins -= f.m[old].Bins()
-		delete(f.m, old)
-	}
-}
 
 func (c *rigComposition) delta(eps float64) (float64, error) {
 	p, mu, err := c.full(rigDeltaRoundCap)
@@ -398,24 +348,24 @@ func (c *rigComposition) epsilon(delta float64) (float64, error) {
 // rigMechanismPLD returns the PLD of a non-Gaussian entry (all its steps),
 // from the memo when the same entry was seen recently; the single-step PLD
 // is memoised too, so a group that grows by a few steps costs one FFT.
-func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
+func rigMechanismPLD(m mechanism.Mechanism) (*pld.PLD, error) {
 	g := newRigGroup(m)
 	k := rigMemoKey{spec: g.key, steps: int(g.steps)}
-	return rigMemo.get(k, func() (*pld.PLD, error) {
+	return rigMemo.GetOr(k, func() (*pld.PLD, error) {
 		one := k
 		one.steps = 1
-		p, err := rigMemo.get(one, func() (*pld.PLD, error) {
+		p, err := rigMemo.GetOr(one, func() (*pld.PLD, error) {
 			switch m.Kind {
-			case KindLaplace:
+			case mechanism.KindLaplace:
 				return rigorousConfig.Laplace(m.Epsilon, 1)
-			case KindSubsampledGaussian:
-				if m.Neighbours == ReplaceOne {
+			case mechanism.KindSubsampledGaussian:
+				if m.Neighbours == mechanism.ReplaceOne {
 					return rigorousConfig.SubsampledGaussianReplaceOne(m.Q, m.Sigma)
 				}
 				return rigorousConfig.SubsampledGaussian(m.Q, m.Sigma)
-			case KindGaussianInf:
+			case mechanism.KindGaussianInf:
 				return rigorousConfig.GaussianMuInf(m.Mu, m.Delta)
-			case KindTruncatedLaplace, KindOptNoise:
+			case mechanism.KindTruncatedLaplace, mechanism.KindOptNoise:
 				return noisePLD(m, rigorousConfig)
 			default:
 				return nil, fmt.Errorf("%s: no PLD for this kind", m.Kind)
@@ -430,7 +380,7 @@ func rigMechanismPLD(m Mechanism) (*pld.PLD, error) {
 
 // rigGaussianPLD returns the PLD of a mu-GDP Gaussian, memoised.
 func rigGaussianPLD(mu float64) (*pld.PLD, error) {
-	return rigMemo.get(rigMemoKey{spec: "gaussian mu " + strconv.FormatUint(math.Float64bits(mu), 16)}, func() (*pld.PLD, error) {
+	return rigMemo.GetOr(rigMemoKey{spec: "gaussian mu " + strconv.FormatUint(math.Float64bits(mu), 16)}, func() (*pld.PLD, error) {
 		return rigorousConfig.GaussianMu(mu)
 	})
 }
@@ -441,58 +391,15 @@ type rigMemoKey struct {
 	steps int
 }
 
-// rigPLDMemo keeps the most recently built PLDs (a ledger repeats its entries:
+// rigMemo keeps the most recently used PLDs (a ledger repeats its entries:
 // the same training step, the same query shape), up to a total bin count.
-type rigPLDMemo struct {
-	mu    sync.Mutex
-	m     map[rigMemoKey]*pld.PLD
-	order []rigMemoKey
-	bins  int
-}
+var rigMemo = lru.New[rigMemoKey, *pld.PLD](rigMemoMaxBins, (*pld.PLD).Bins)
 
 const rigMemoMaxBins = 1 << 23 // 64 MiB of float64
 
-var rigMemo = &rigPLDMemo{m: map[rigMemoKey]*pld.PLD{}}
-
-func (c *rigPLDMemo) get(k rigMemoKey, build func() (*pld.PLD, error)) (*pld.PLD, error) {
-	c.mu.Lock()
-	if p, ok := c.m[k]; ok {
-		// Least recently used goes first: move k to the back.
-		if i := slices.Index(c.order, k); i >= 0 {
-			c.order = append(append(c.order[:i:i], c.order[i+1:]...), k)
-		}
-		c.mu.Unlock()
-		return p, nil
-	}
-	c.mu.Unlock()
-	p, err := build()
-	if err != nil {
-		return nil, err
-	}
-	c.put(k, p)
-	return p, nil
-}
-
-// put memoises p, the PLD k describes.
-func (c *rigPLDMemo) put(k rigMemoKey, p *pld.PLD) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[k]; !ok && p.Bins() <= rigMemoMaxBins/4 {
-		c.m[k] = p
-		c.order = append(c.order, k)
-		c.bins += p.Bins()
-		for c.bins > rigMemoMaxBins && len(c.order) > 1 {
-			old := c.order[0]
-			c.order = c.order[1:]
-			c.bins -= c.m[old].Bins()
-			delete(c.m, old)
-		}
-	}
-}
-
 // rigComposeAll validates ms, merges the Gaussian entries and groups
 // identical non-Gaussian entries (summing their steps).
-func rigComposeAll(ms []Mechanism) (*rigComposition, error) {
+func rigComposeAll(ms []mechanism.Mechanism) (*rigComposition, error) {
 	c := &rigComposition{}
 	for i, m := range ms {
 		if err := m.Validate(); err != nil {
@@ -535,7 +442,7 @@ const (
 
 // extend returns the composition of c with the validated entry m, leaving c
 // unchanged.
-func (c *rigComposition) extend(m Mechanism) (*rigComposition, error) {
+func (c *rigComposition) extend(m mechanism.Mechanism) (*rigComposition, error) {
 	n := &rigComposition{count: c.count, muSq: c.muSq, groups: slices.Clone(c.groups), legacy: c.legacy}
 	if n.legacy == nil {
 		var prev string
@@ -546,7 +453,7 @@ func (c *rigComposition) extend(m Mechanism) (*rigComposition, error) {
 			return nil, err
 		}
 		if prev != "" {
-			rigSteps.put(n.contentKey(), rigStep{prev: prev, m: m})
+			rigSteps.Put(n.contentKey(), rigStep{prev: prev, m: m})
 		}
 		return n, nil
 	}
@@ -662,8 +569,8 @@ func decodeRigCache(data []byte) (*rigComposition, error) {
 			if steps < 1 || steps > rigMaxSteps {
 				return nil, bad("steps out of range")
 			}
-			m, err := ParseMechanism(key)
-			if err != nil || m.IsGaussian() || m.Kind == KindComposite || m.Steps != 1 {
+			m, err := mechanism.Parse(key)
+			if err != nil || m.IsGaussian() || m.Kind == mechanism.KindComposite || m.Steps != 1 {
 				return nil, bad("invalid group " + strconv.Quote(string(key)))
 			}
 			g := newRigGroup(m)

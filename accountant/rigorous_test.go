@@ -8,22 +8,23 @@ import (
 	"testing"
 
 	"github.com/dpsql/dpsql/accountant/pld"
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 func TestRigorousReference(t *testing.T) {
 	cases := []struct {
 		name  string
-		ms    []Mechanism
+		ms    []mechanism.Mechanism
 		delta float64
 		want  float64
 		tol   float64 // relative, upper side; below by at most 0.1%
 	}{
-		{"subsampled q=0.01 sigma=0.7 T=120", []Mechanism{{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 0.7, Steps: 120}}, 1e-5, 2.4612, 0.01},
-		{"split into two entries", []Mechanism{
-			{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 0.7, Steps: 20},
-			{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 0.7, Steps: 100},
+		{"subsampled q=0.01 sigma=0.7 T=120", []mechanism.Mechanism{{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 0.7, Steps: 120}}, 1e-5, 2.4612, 0.01},
+		{"split into two entries", []mechanism.Mechanism{
+			{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 0.7, Steps: 20},
+			{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 0.7, Steps: 100},
 		}, 1e-5, 2.4612, 0.01},
-		{"gaussian sensitivity 1 sigma 3.7306", []Mechanism{{Kind: KindGaussian, Sensitivity: 1, Sigma: 3.7306}}, 1e-5, 1.0, 1e-4},
+		{"gaussian sensitivity 1 sigma 3.7306", []mechanism.Mechanism{{Kind: mechanism.KindGaussian, Sensitivity: 1, Sigma: 3.7306}}, 1e-5, 1.0, 1e-4},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -36,7 +37,7 @@ func TestRigorousReference(t *testing.T) {
 			}
 		})
 	}
-	d, err := RigorousDelta([]Mechanism{{Kind: KindGaussian, Mu: 1}}, 1)
+	d, err := RigorousDelta([]mechanism.Mechanism{{Kind: mechanism.KindGaussian, Mu: 1}}, 1)
 	if err != nil || math.Abs(d-0.1269367) > 1e-7 {
 		t.Errorf("mu=1: delta(1) = %v, %v; want 0.1269367", d, err)
 	}
@@ -44,11 +45,11 @@ func TestRigorousReference(t *testing.T) {
 
 // Only Gaussian and external entries: the exact GDP conversion.
 func TestRigorousGaussianOnlyIsExact(t *testing.T) {
-	ms := []Mechanism{
-		{Kind: KindGaussian, Mu: 0.3},
-		{Kind: KindGaussian, Sensitivity: 2, Sigma: 5, Steps: 4},
-		{Kind: KindExternal, Mu: 0.2},
-		{Kind: KindGaussian, Mu: 0.1, Neighbours: ReplaceOne},
+	ms := []mechanism.Mechanism{
+		{Kind: mechanism.KindGaussian, Mu: 0.3},
+		{Kind: mechanism.KindGaussian, Sensitivity: 2, Sigma: 5, Steps: 4},
+		{Kind: mechanism.KindExternal, Mu: 0.2},
+		{Kind: mechanism.KindGaussian, Mu: 0.1, Neighbours: mechanism.ReplaceOne},
 	}
 	var mus []float64
 	for _, m := range ms {
@@ -72,9 +73,9 @@ func TestRigorousQ1MatchesGDP(t *testing.T) {
 		sigma float64
 		steps int
 	}{{2, 25}, {1, 1}, {5, 100}} {
-		m := Mechanism{Kind: KindSubsampledGaussian, Q: 1, Sigma: c.sigma, Steps: c.steps}
+		m := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 1, Sigma: c.sigma, Steps: c.steps}
 		mu := math.Sqrt(float64(c.steps)) / c.sigma // exact; GDPMu is the CLT value
-		got, err := RigorousEpsilon([]Mechanism{m}, 1e-5)
+		got, err := RigorousEpsilon([]mechanism.Mechanism{m}, 1e-5)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +83,7 @@ func TestRigorousQ1MatchesGDP(t *testing.T) {
 		if got < want || got > want*(1+1e-4) {
 			t.Errorf("%+v: epsilon %.7f, exact GDP %.7f", c, got, want)
 		}
-		dg, _ := RigorousDelta([]Mechanism{m}, 1)
+		dg, _ := RigorousDelta([]mechanism.Mechanism{m}, 1)
 		dw, _ := Delta(mu, 1)
 		if dg < dw || dg > dw*(1+1e-4)+1e-12 {
 			t.Errorf("%+v: delta(1) %.9g, exact GDP %.9g", c, dg, dw)
@@ -93,9 +94,9 @@ func TestRigorousQ1MatchesGDP(t *testing.T) {
 // A Gaussian entry composed through the PLD (next to a non-Gaussian one)
 // equals the merged-mu figure: compare against a single Gaussian PLD.
 func TestRigorousMixedGaussianMerge(t *testing.T) {
-	lap := Mechanism{Kind: KindLaplace, Epsilon: 0.1}
-	gs := []Mechanism{{Kind: KindGaussian, Mu: 0.4}, {Kind: KindExternal, Mu: 0.3}, {Kind: KindGaussian, Mu: 0.2, Steps: 9}}
-	got, err := RigorousDelta(append([]Mechanism{lap}, gs...), 1)
+	lap := mechanism.Mechanism{Kind: mechanism.KindLaplace, Epsilon: 0.1}
+	gs := []mechanism.Mechanism{{Kind: mechanism.KindGaussian, Mu: 0.4}, {Kind: mechanism.KindExternal, Mu: 0.3}, {Kind: mechanism.KindGaussian, Mu: 0.2, Steps: 9}}
+	got, err := RigorousDelta(append([]mechanism.Mechanism{lap}, gs...), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +116,10 @@ func TestRigorousMixedGaussianMerge(t *testing.T) {
 // The CLT mu underestimates epsilon for q=0.2, sigma=3, T=50, delta=1/48000;
 // the rigorous figure is about 7% higher.
 func TestRigorousAboveCLT(t *testing.T) {
-	m := Mechanism{Kind: KindSubsampledGaussian, Q: 0.2, Sigma: 3, Steps: 50}
+	m := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.2, Sigma: 3, Steps: 50}
 	const delta = 1.0 / 48000
 	clt, _ := Epsilon(m.GDPMu(), delta)
-	got, err := RigorousEpsilon([]Mechanism{m}, delta)
+	got, err := RigorousEpsilon([]mechanism.Mechanism{m}, delta)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,20 +129,20 @@ func TestRigorousAboveCLT(t *testing.T) {
 }
 
 func TestRigorousLaplace(t *testing.T) {
-	d, err := RigorousDelta([]Mechanism{{Kind: KindLaplace, Sensitivity: 1, Epsilon: 0.8}}, 0.8)
+	d, err := RigorousDelta([]mechanism.Mechanism{{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: 0.8}}, 0.8)
 	if err != nil || d > 1e-4 {
 		t.Errorf("laplace eps0=0.8: delta(0.8) = %v, %v; want ~0", d, err)
 	}
 	// Replace-one figures are stated for replacement and charged as stated.
-	d1, _ := RigorousDelta([]Mechanism{{Kind: KindLaplace, Epsilon: 0.8, Neighbours: ReplaceOne}}, 0.5)
-	d2, _ := RigorousDelta([]Mechanism{{Kind: KindLaplace, Epsilon: 0.8}}, 0.5)
+	d1, _ := RigorousDelta([]mechanism.Mechanism{{Kind: mechanism.KindLaplace, Epsilon: 0.8, Neighbours: mechanism.ReplaceOne}}, 0.5)
+	d2, _ := RigorousDelta([]mechanism.Mechanism{{Kind: mechanism.KindLaplace, Epsilon: 0.8}}, 0.5)
 	if d1 != d2 || !(d1 > 0) {
 		t.Errorf("replace-one laplace: %v, add/remove with the same epsilon: %v", d1, d2)
 	}
 	// Steps compose: 5 x eps 0.2 is pure 1-DP. 0.2 is not on the loss grid
 	// (spacing 2^-13), so each step's largest loss is spread over the two
 	// neighbouring grid points, and delta(1) is small but not 0.
-	d, _ = RigorousDelta([]Mechanism{{Kind: KindLaplace, Epsilon: 0.2, Steps: 5}}, 1)
+	d, _ = RigorousDelta([]mechanism.Mechanism{{Kind: mechanism.KindLaplace, Epsilon: 0.2, Steps: 5}}, 1)
 	if d > 1e-5 {
 		t.Errorf("5 x laplace 0.2: delta(1) = %v, want ~0", d)
 	}
@@ -149,33 +150,33 @@ func TestRigorousLaplace(t *testing.T) {
 
 func TestRigorousGaussianReplaceOne(t *testing.T) {
 	// A replace-one entry's mu already covers both steps of a replacement.
-	a, _ := RigorousEpsilon([]Mechanism{{Kind: KindGaussian, Mu: 0.5, Neighbours: ReplaceOne}, {Kind: KindLaplace, Epsilon: 0.1}}, 1e-5)
-	b, _ := RigorousEpsilon([]Mechanism{{Kind: KindGaussian, Mu: 0.5}, {Kind: KindLaplace, Epsilon: 0.1}}, 1e-5)
+	a, _ := RigorousEpsilon([]mechanism.Mechanism{{Kind: mechanism.KindGaussian, Mu: 0.5, Neighbours: mechanism.ReplaceOne}, {Kind: mechanism.KindLaplace, Epsilon: 0.1}}, 1e-5)
+	b, _ := RigorousEpsilon([]mechanism.Mechanism{{Kind: mechanism.KindGaussian, Mu: 0.5}, {Kind: mechanism.KindLaplace, Epsilon: 0.1}}, 1e-5)
 	if a != b {
 		t.Errorf("replace-one mu 0.5: %v, add-remove mu 0.5: %v", a, b)
 	}
 }
 
 func TestRigorousErrors(t *testing.T) {
-	good := Mechanism{Kind: KindSubsampledGaussian, Q: 0.1, Sigma: 1, Steps: 10}
+	good := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.1, Sigma: 1, Steps: 10}
 	cases := []struct {
 		name string
-		ms   []Mechanism
+		ms   []mechanism.Mechanism
 		eps  float64
 		del  float64
 	}{
-		{"q=0", []Mechanism{{Kind: KindSubsampledGaussian, Q: 0, Sigma: 1, Steps: 1}}, 1, 1e-5},
-		{"q>1", []Mechanism{{Kind: KindSubsampledGaussian, Q: 1.2, Sigma: 1, Steps: 1}}, 1, 1e-5},
-		{"sigma=0", []Mechanism{{Kind: KindSubsampledGaussian, Q: 0.1, Sigma: 0, Steps: 1}}, 1, 1e-5},
-		{"sigma<0", []Mechanism{{Kind: KindSubsampledGaussian, Q: 0.1, Sigma: -1, Steps: 1}}, 1, 1e-5},
-		{"T=0", []Mechanism{{Kind: KindSubsampledGaussian, Q: 0.1, Sigma: 1, Steps: 0}}, 1, 1e-5},
-		{"T<0", []Mechanism{{Kind: KindGaussian, Mu: 1, Steps: -2}}, 1, 1e-5},
-		{"unknown kind", []Mechanism{{Kind: "exponential", Mu: 1}}, 1, 1e-5},
-		{"missing kind", []Mechanism{{Mu: 1}}, 1, 1e-5},
-		{"delta=0", []Mechanism{good}, 1, 0},
-		{"delta=1", []Mechanism{good}, 1, 1},
-		{"epsilon<0", []Mechanism{good}, -0.5, 1e-5},
-		{"epsilon NaN", []Mechanism{good}, math.NaN(), 1e-5},
+		{"q=0", []mechanism.Mechanism{{Kind: mechanism.KindSubsampledGaussian, Q: 0, Sigma: 1, Steps: 1}}, 1, 1e-5},
+		{"q>1", []mechanism.Mechanism{{Kind: mechanism.KindSubsampledGaussian, Q: 1.2, Sigma: 1, Steps: 1}}, 1, 1e-5},
+		{"sigma=0", []mechanism.Mechanism{{Kind: mechanism.KindSubsampledGaussian, Q: 0.1, Sigma: 0, Steps: 1}}, 1, 1e-5},
+		{"sigma<0", []mechanism.Mechanism{{Kind: mechanism.KindSubsampledGaussian, Q: 0.1, Sigma: -1, Steps: 1}}, 1, 1e-5},
+		{"T=0", []mechanism.Mechanism{{Kind: mechanism.KindSubsampledGaussian, Q: 0.1, Sigma: 1, Steps: 0}}, 1, 1e-5},
+		{"T<0", []mechanism.Mechanism{{Kind: mechanism.KindGaussian, Mu: 1, Steps: -2}}, 1, 1e-5},
+		{"unknown kind", []mechanism.Mechanism{{Kind: "exponential", Mu: 1}}, 1, 1e-5},
+		{"missing kind", []mechanism.Mechanism{{Mu: 1}}, 1, 1e-5},
+		{"delta=0", []mechanism.Mechanism{good}, 1, 0},
+		{"delta=1", []mechanism.Mechanism{good}, 1, 1},
+		{"epsilon<0", []mechanism.Mechanism{good}, -0.5, 1e-5},
+		{"epsilon NaN", []mechanism.Mechanism{good}, math.NaN(), 1e-5},
 	}
 	for _, c := range cases {
 		_, errE := RigorousEpsilon(c.ms, c.del)
@@ -191,13 +192,13 @@ func TestRigorousErrors(t *testing.T) {
 	}
 	// A replace-one subsampled entry is accounted with its own pair: above
 	// one add/remove step, below two composed ones.
-	sub := Mechanism{Kind: KindSubsampledGaussian, Q: 0.1, Sigma: 1, Steps: 10}
-	ar, _ := RigorousEpsilon([]Mechanism{sub}, 1e-5)
+	sub := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.1, Sigma: 1, Steps: 10}
+	ar, _ := RigorousEpsilon([]mechanism.Mechanism{sub}, 1e-5)
 	sub2 := sub
 	sub2.Steps = 20
-	ar2, _ := RigorousEpsilon([]Mechanism{sub2}, 1e-5)
-	sub.Neighbours = ReplaceOne
-	if r1, err := RigorousEpsilon([]Mechanism{sub}, 1e-5); err != nil || !(r1 > ar && r1 < ar2) {
+	ar2, _ := RigorousEpsilon([]mechanism.Mechanism{sub2}, 1e-5)
+	sub.Neighbours = mechanism.ReplaceOne
+	if r1, err := RigorousEpsilon([]mechanism.Mechanism{sub}, 1e-5); err != nil || !(r1 > ar && r1 < ar2) {
 		t.Errorf("replace-one subsampled: epsilon %v, %v; want between %v and %v", r1, err, ar, ar2)
 	}
 	for _, c := range []struct {
@@ -221,8 +222,8 @@ func TestCalibrateSubsampledSigma(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := Mechanism{Kind: KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps}
-	got, err := RigorousEpsilon([]Mechanism{m}, delta)
+	m := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps}
+	got, err := RigorousEpsilon([]mechanism.Mechanism{m}, delta)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,13 +234,13 @@ func TestCalibrateSubsampledSigma(t *testing.T) {
 
 // Extending a cache one entry at a time agrees with accounting the list.
 func TestComposeIntoMatchesList(t *testing.T) {
-	ms := []Mechanism{
-		{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 50},
-		{Kind: KindGaussian, Mu: 0.2},
-		{Kind: KindLaplace, Epsilon: 0.05},
-		{Kind: KindExternal, Mu: 0.1, Steps: 3},
-		{Kind: KindSubsampledGaussian, Q: 0.02, Sigma: 1.5, Steps: 30},
-		{Kind: KindLaplace, Epsilon: 0.05, Neighbours: ReplaceOne},
+	ms := []mechanism.Mechanism{
+		{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 50},
+		{Kind: mechanism.KindGaussian, Mu: 0.2},
+		{Kind: mechanism.KindLaplace, Epsilon: 0.05},
+		{Kind: mechanism.KindExternal, Mu: 0.1, Steps: 3},
+		{Kind: mechanism.KindSubsampledGaussian, Q: 0.02, Sigma: 1.5, Steps: 30},
+		{Kind: mechanism.KindLaplace, Epsilon: 0.05, Neighbours: mechanism.ReplaceOne},
 	}
 	var cache []byte
 	var err error
@@ -285,23 +286,23 @@ func TestComposeIntoMatchesList(t *testing.T) {
 }
 
 func TestRigorousRoundoffGuard(t *testing.T) {
-	ms := []Mechanism{{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 10000}}
+	ms := []mechanism.Mechanism{{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 10000}}
 	if _, err := RigorousEpsilon(ms, 1e-12); !errors.Is(err, pld.ErrRoundoff) {
 		t.Errorf("delta 1e-12 after 10000 steps: err = %v, want ErrRoundoff", err)
 	}
 }
 
 // rigMixedEntry returns the i-th entry of a mixed ledger.
-func rigMixedEntry(i int) Mechanism {
+func rigMixedEntry(i int) mechanism.Mechanism {
 	switch i % 4 {
 	case 0:
-		return Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1.2, Steps: 10}
+		return mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 1.2, Steps: 10}
 	case 1:
-		return Mechanism{Kind: KindLaplace, Epsilon: 0.01}
+		return mechanism.Mechanism{Kind: mechanism.KindLaplace, Epsilon: 0.01}
 	case 2:
-		return Mechanism{Kind: KindGaussian, Mu: 0.05}
+		return mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.05}
 	default:
-		return Mechanism{Kind: KindSubsampledGaussian, Q: 0.005, Sigma: 0.9, Steps: 5}
+		return mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.005, Sigma: 0.9, Steps: 5}
 	}
 }
 
@@ -327,7 +328,7 @@ func BenchmarkComposeIntoCached(b *testing.B) {
 	}
 	// Each check extends the scope, as a ledger does, so no two checks read
 	// the same composition.
-	check := func(b *testing.B, m Mechanism) {
+	check := func(b *testing.B, m mechanism.Mechanism) {
 		c, err := comp.Add(m)
 		if err != nil {
 			b.Fatal(err)
@@ -356,7 +357,7 @@ func BenchmarkComposeIntoCached(b *testing.B) {
 
 // The PLD memo is shared between goroutines (run with -race).
 func TestRigorousConcurrent(t *testing.T) {
-	ms := []Mechanism{{Kind: KindSubsampledGaussian, Q: 0.03, Sigma: 1.1, Steps: 20}, {Kind: KindLaplace, Epsilon: 0.3}}
+	ms := []mechanism.Mechanism{{Kind: mechanism.KindSubsampledGaussian, Q: 0.03, Sigma: 1.1, Steps: 20}, {Kind: mechanism.KindLaplace, Epsilon: 0.3}}
 	want, err := RigorousEpsilon(ms, 1e-5)
 	if err != nil {
 		t.Fatal(err)
@@ -380,10 +381,10 @@ func TestRigorousConcurrent(t *testing.T) {
 
 // Decoding a cache never panics.
 func FuzzComposeIntoCache(f *testing.F) {
-	c1, _ := composeInto(nil, Mechanism{Kind: KindGaussian, Mu: 1})
-	c2, _ := composeInto(c1, Mechanism{Kind: KindLaplace, Epsilon: 2})
-	c3, _ := composeInto(c2, Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 3})
-	p, _ := rigMechanismPLD(Mechanism{Kind: KindLaplace, Epsilon: 2})
+	c1, _ := composeInto(nil, mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 1})
+	c2, _ := composeInto(c1, mechanism.Mechanism{Kind: mechanism.KindLaplace, Epsilon: 2})
+	c3, _ := composeInto(c2, mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 3})
+	p, _ := rigMechanismPLD(mechanism.Mechanism{Kind: mechanism.KindLaplace, Epsilon: 2})
 	legacy, _ := (&rigComposition{count: 1, legacy: p}).encode()
 	f.Add(c1)
 	f.Add(c2)
@@ -394,7 +395,7 @@ func FuzzComposeIntoCache(f *testing.F) {
 		if _, err := cachedDelta(data, 1); err != nil {
 			return
 		}
-		if _, err := composeInto(data, Mechanism{Kind: KindGaussian, Mu: 0.1}); err != nil {
+		if _, err := composeInto(data, mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.1}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -402,13 +403,13 @@ func FuzzComposeIntoCache(f *testing.F) {
 
 // Extending a composition one entry at a time agrees with accounting the list.
 func TestCompositionMatchesList(t *testing.T) {
-	ms := []Mechanism{
-		{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 50},
-		{Kind: KindGaussian, Mu: 0.2},
-		{Kind: KindLaplace, Epsilon: 0.05},
-		{Kind: KindExternal, Mu: 0.1, Steps: 3},
-		{Kind: KindSubsampledGaussian, Q: 0.02, Sigma: 1.5, Steps: 30},
-		{Kind: KindLaplace, Epsilon: 0.05, Neighbours: ReplaceOne},
+	ms := []mechanism.Mechanism{
+		{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 50},
+		{Kind: mechanism.KindGaussian, Mu: 0.2},
+		{Kind: mechanism.KindLaplace, Epsilon: 0.05},
+		{Kind: mechanism.KindExternal, Mu: 0.1, Steps: 3},
+		{Kind: mechanism.KindSubsampledGaussian, Q: 0.02, Sigma: 1.5, Steps: 30},
+		{Kind: mechanism.KindLaplace, Epsilon: 0.05, Neighbours: mechanism.ReplaceOne},
 	}
 	var comp Composition
 	var err error
@@ -467,8 +468,8 @@ func TestCompositionMatchesList(t *testing.T) {
 
 // Decoding a composition never panics.
 func FuzzCompositionUnmarshal(f *testing.F) {
-	c1, _ := (Composition{}).Add(Mechanism{Kind: KindGaussian, Mu: 1})
-	c2, _ := c1.Add(Mechanism{Kind: KindLaplace, Epsilon: 2})
+	c1, _ := (Composition{}).Add(mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 1})
+	c2, _ := c1.Add(mechanism.Mechanism{Kind: mechanism.KindLaplace, Epsilon: 2})
 	b1, _ := c1.MarshalBinary()
 	b2, _ := c2.MarshalBinary()
 	f.Add(b1)
@@ -482,7 +483,7 @@ func FuzzCompositionUnmarshal(f *testing.F) {
 		if _, err := c.Delta(1); err != nil {
 			return
 		}
-		if _, err := c.Add(Mechanism{Kind: KindGaussian, Mu: 0.1}); err != nil {
+		if _, err := c.Add(mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.1}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -497,11 +498,9 @@ func TestCalibrationMemoisesItsPLD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := Mechanism{Kind: KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps}
+	m := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps}
 	g := newRigGroup(m)
-	rigMemo.mu.Lock()
-	memoised := rigMemo.m[rigMemoKey{spec: g.key, steps: steps}]
-	rigMemo.mu.Unlock()
+	memoised, _ := rigMemo.Get(rigMemoKey{spec: g.key, steps: steps})
 	if memoised == nil {
 		t.Fatal("the calibration left no PLD in the memo")
 	}
@@ -509,12 +508,8 @@ func TestCalibrationMemoisesItsPLD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rigMemo.mu.Lock()
-	rigMemo.m, rigMemo.order, rigMemo.bins = map[rigMemoKey]*pld.PLD{}, nil, 0
-	rigMemo.mu.Unlock()
-	rigFull.mu.Lock()
-	rigFull.m, rigFull.order, rigFull.bins = map[string]*pld.PLD{}, nil, 0
-	rigFull.mu.Unlock()
+	rigMemo.Clear()
+	rigFull.Clear()
 	fresh, err := Price(m, 1e-5)
 	if err != nil {
 		t.Fatal(err)

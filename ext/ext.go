@@ -24,10 +24,12 @@ import (
 	"os"
 	"strings"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
 	"github.com/dpsql/dpsql/protect"
 	"github.com/dpsql/dpsql/sqlfuncs"
-	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
 // DriverName is the database/sql driver name dpsql registers.
@@ -248,7 +250,7 @@ func OpenScope(ctx context.Context, path, scope string) (*sql.DB, error) {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	if scope != "" {
-		if _, err := accountant.LoadBudget(ctx, db, scope); err != nil && !errors.Is(err, accountant.ErrNoLedger) {
+		if _, err := ledger.LoadBudget(ctx, db, scope); err != nil && !errors.Is(err, ledger.ErrNoLedger) {
 			db.Close()
 			return nil, fmt.Errorf("opening %s: %w", path, err)
 		}

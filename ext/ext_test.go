@@ -6,7 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/sqlfuncs"
 )
@@ -53,7 +54,7 @@ func TestOpenScopeUnknown(t *testing.T) {
 		t.Fatal("OpenScope(nosuch) succeeded")
 	}
 	want := "opening " + path + ": unknown budget scope \"nosuch\": create it with `dpsql init DB --scope nosuch --mu 1` or SELECT dp_init(1.0, 1e-5, 'nosuch')"
-	if err.Error() != want || !errors.Is(err, accountant.ErrUnknownScope) {
+	if err.Error() != want || !errors.Is(err, ledger.ErrUnknownScope) {
 		t.Fatalf("OpenScope(nosuch): %v\nwant %s (wrapping ErrUnknownScope)", err, want)
 	}
 	for _, scope := range []string{"", "default"} {

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
@@ -16,7 +18,7 @@ import (
 // recordOf decodes a charge row's params into the params record of release
 // (mechanism.Records), refusing any key neither it nor the mechanism nor a
 // quote owns.
-func recordOf(t *testing.T, r accountant.Row, release string) (mechanism.Mechanism, any) {
+func recordOf(t *testing.T, r ledger.Row, release string) (mechanism.Mechanism, any) {
 	t.Helper()
 	newRec, ok := mechanism.Records[release]
 	if !ok {

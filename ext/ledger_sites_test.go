@@ -11,12 +11,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/ext"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
-// The fixture accountant/testdata/ledger_v1_sites.db holds one charge row of
+// The fixture ledger/testdata/ledger_v1_sites.db holds one charge row of
 // every release that charges the ledger through SQL (dp_gaussian in both
 // forms and on a vector, dp_vec_sum, gdp_spend with and without a note,
 // dp_laplace, dp_tlaplace, dp_optnoise, dp_avgmix with n asserted and with a
@@ -29,7 +32,7 @@ import (
 // Regenerate (only on purpose) with
 //
 //	DPSQL_WRITE_SITES_FIXTURE=1 go test ./ext -run TestLedgerSitesFixture
-const sitesGolden = "../accountant/testdata/ledger_v1_sites.json"
+const sitesGolden = "../ledger/testdata/ledger_v1_sites.json"
 
 // sitesFiles are the fixture files: one file's total has one neighbour
 // relation, so dp_select_topm's replace-one scope has a file of its own.
@@ -193,7 +196,7 @@ func finiteOr(x float64) float64 {
 // sitesFiguresOf verifies the file at path and computes its figures with the
 // code under test: each charge row's, and with scopes each scope's (the
 // room search of a mixed scope takes a while).
-func sitesFiguresOf(t *testing.T, path, file string, scopes bool) (sitesGoldenFile, []accountant.Row) {
+func sitesFiguresOf(t *testing.T, path, file string, scopes bool) (sitesGoldenFile, []ledger.Row) {
 	calls := callsOf(file)
 	t.Helper()
 	ctx := context.Background()
@@ -202,16 +205,16 @@ func sitesFiguresOf(t *testing.T, path, file string, scopes bool) (sitesGoldenFi
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := accountant.Verify(ctx, db); err != nil {
+	if _, err := ledger.Verify(ctx, db); err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
-	l, err := accountant.OpenLedger(path)
+	l, err := ledger.OpenLedger(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer accountant.ReleaseLedger(path)
+	defer ledger.ReleaseLedger(path)
 	g := sitesGoldenFile{Scopes: map[string]sitesGoldenScope{}}
-	sts, err := accountant.ReadStatuses(ctx, db, "")
+	sts, err := ledger.ReadStatuses(ctx, db, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,23 +232,23 @@ func sitesFiguresOf(t *testing.T, path, file string, scopes bool) (sitesGoldenFi
 		}
 		g.Scopes[st.Scope] = sitesGoldenScope{MuSpent: finiteOr(rem.MuSpent), EpsilonSpent: finiteOr(eps), MuRemaining: finiteOr(rem.MuRemaining), Entries: rem.Entries}
 	}
-	rows, err := accountant.ReadLedger(ctx, db)
+	rows, err := ledger.ReadLedger(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var charges []accountant.Row
+	var charges []ledger.Row
 	for _, r := range rows {
-		if r.Kind != accountant.EventCharge {
+		if r.Kind != ledger.EventCharge {
 			continue
 		}
 		if len(charges) >= len(calls) {
 			t.Fatalf("%s holds more charge rows than site calls (%d)", file, len(calls))
 		}
-		m, err := accountant.ParseMechanism([]byte(r.Params))
+		m, err := mechanism.Parse([]byte(r.Params))
 		if err != nil {
 			t.Fatalf("row %d: %v", r.ID, err)
 		}
-		eps, err := accountant.RigorousEpsilon([]accountant.Mechanism{m}, 1e-2)
+		eps, err := accountant.RigorousEpsilon([]mechanism.Mechanism{m}, 1e-2)
 		if err != nil {
 			t.Fatalf("row %d: %v", r.ID, err)
 		}

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/sqlfuncs"
 )
@@ -121,7 +122,7 @@ func consistentWithRelease(path string) error {
 	if charges != 1 || rows != 12000 {
 		return fmt.Errorf("%d charges and a release of %d rows; want 1 and 12000", charges, rows)
 	}
-	if _, err := accountant.Verify(context.Background(), plain); err != nil {
+	if _, err := ledger.Verify(context.Background(), plain); err != nil {
 		return fmt.Errorf("the ledger does not verify: %w", err)
 	}
 	return nil

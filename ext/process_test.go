@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/sqlfuncs"
 )
@@ -240,7 +241,7 @@ func TestReleaseKilledMidWrite(t *testing.T) {
 		if n != wantCharges || (tables == 1) != wantRelease {
 			t.Errorf("the file holds %d charges and %d release tables; want %d and %v", n, tables, wantCharges, wantRelease)
 		}
-		if _, err := accountant.Verify(context.Background(), plain); err != nil {
+		if _, err := ledger.Verify(context.Background(), plain); err != nil {
 			t.Errorf("the ledger does not verify: %v", err)
 		}
 		var ok string

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
 )
 
 // Charge before read. Whether a DP statement is charged, and how much, must
@@ -29,7 +29,7 @@ import (
 // a timeout, a cancel, a client that went away, an interrupt or a failed
 // read): its charge had committed and stands; nothing was released.
 type Stopped struct {
-	Receipt accountant.Receipt
+	Receipt ledger.Receipt
 	Err     error
 }
 
@@ -60,15 +60,15 @@ func (e *Engine) accept(ctx context.Context, scope, query string) (*plan, error)
 // charge commits an accepted statement's charge; the caller's context cannot
 // stop it. The budget decision is made first without the write lock (Decide)
 // and reused by Commit unless another charge moved the chain in between.
-func (e *Engine) charge(ctx context.Context, scope, query string, pl *plan) (accountant.Receipt, error) {
+func (e *Engine) charge(ctx context.Context, scope, query string, pl *plan) (ledger.Receipt, error) {
 	ctx = context.WithoutCancel(ctx)
-	l, err := accountant.OpenLedger(e.path)
+	l, err := ledger.OpenLedger(e.path)
 	if err != nil {
-		return accountant.Receipt{}, err
+		return ledger.Receipt{}, err
 	}
-	d, err := l.Decide(ctx, accountant.Charge{Scope: scope, Mechanism: pl.mech, Details: pl.details, Query: query})
+	d, err := l.Decide(ctx, ledger.Charge{Scope: scope, Mechanism: pl.mech, Details: pl.details, Query: query})
 	if err != nil {
-		return accountant.Receipt{}, err
+		return ledger.Receipt{}, err
 	}
 	return l.Commit(ctx, d, nil)
 }

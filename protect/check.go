@@ -108,7 +108,7 @@ type plan struct {
 	mu         float64 // the statement's total mu
 	// partition selection (GROUP BY only)
 	selMu, sigmaSel, tau, deltaS float64
-	mech                         accountant.Mechanism
+	mech                         mechanism.Mechanism
 	details                      StatementDetails
 	// laplace: the aggregates get rounded Laplace noise (OPTIONS noise =
 	// 'laplace'), calibrated by L1 sensitivity; the selection stays Gaussian.
@@ -480,9 +480,9 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	switch {
 	case pl.laplace: // set by planLaplace
 	case selection:
-		pl.mech = accountant.Mechanism{Kind: accountant.KindGaussianInf, Mu: mu, Delta: pl.deltaS}
+		pl.mech = mechanism.Mechanism{Kind: mechanism.KindGaussianInf, Mu: mu, Delta: pl.deltaS}
 	default:
-		pl.mech = accountant.Mechanism{Kind: accountant.KindGaussian, Mu: mu}
+		pl.mech = mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mu}
 	}
 	sd := StatementDetails{Table: table, PrivacyUnit: pl.policy.PrivacyUnit, MaxGroups: pl.maxGroups, MaxRows: pl.maxRows,
 		Parts: details, NoiseTV: release.NoiseTV, Noise: "gaussian"}

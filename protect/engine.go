@@ -13,10 +13,12 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
 	"github.com/dpsql/dpsql/protect/dpselect"
 	"github.com/dpsql/dpsql/release"
-	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
 // Engine runs DP statements over one database file on a read-only
@@ -84,7 +86,7 @@ func (e *Engine) Release() error {
 type Result struct {
 	Columns []string
 	Rows    [][]any
-	Receipt accountant.Receipt
+	Receipt ledger.Receipt
 }
 
 // Query checks, charges, reads and runs one DP SELECT against scope. A
@@ -123,7 +125,7 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 	if err != nil {
 		return nil, fmt.Errorf("reading the protection policies: %w", err)
 	}
-	b, err := accountant.LoadBudget(ctx, conn, scope)
+	b, err := ledger.LoadBudget(ctx, conn, scope)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/protect/dpselect"
 	"github.com/dpsql/dpsql/release"
 )
@@ -71,7 +73,7 @@ func PlanStatement(ctx context.Context, path, scope, query string) (*Statement, 
 	if err != nil {
 		return nil, err
 	}
-	b, err := accountant.LoadBudget(ctx, conn, scope)
+	b, err := ledger.LoadBudget(ctx, conn, scope)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +123,7 @@ func samePlan(a, b *plan) bool {
 func (s *Statement) Inputs() StatementInputs { return s.in }
 
 // Mechanism is what the statement charges, exactly as [Engine.Query] charges it.
-func (s *Statement) Mechanism() accountant.Mechanism { return s.pl.mech }
+func (s *Statement) Mechanism() mechanism.Mechanism { return s.pl.mech }
 
 // Details are the params record [Engine.Query] records with the charge (a
 // copy).

@@ -9,7 +9,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/protect"
 	"github.com/dpsql/dpsql/release"
 )
@@ -51,7 +51,7 @@ func TestStatementOutsideSQLite(t *testing.T) {
 			t.Errorf("detail %s: SQL path %v, PlanStatement %v", k, params[k], v)
 		}
 	}
-	var charged accountant.Mechanism
+	var charged mechanism.Mechanism
 	if err := json.Unmarshal([]byte(mechJSON), &charged); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/release"
 )
@@ -29,7 +31,7 @@ func testDB(t testing.TB, mu float64, p Policy, rows func(ins func(pid any, g an
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := accountant.Init(ctx, db, b); err != nil {
+	if err := ledger.Init(ctx, db, b); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec(`CREATE TABLE t (pid INTEGER, g TEXT, x REAL)`); err != nil {

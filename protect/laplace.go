@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/protect/dpselect"
 	"github.com/dpsql/dpsql/release"
 )
@@ -38,18 +39,18 @@ func (pl *plan) planLaplace(eps, delta float64) ([]Part, error) {
 			values++
 		}
 	}
-	var sel []accountant.Mechanism
+	var sel []mechanism.Mechanism
 	if pl.deltaS > 0 {
-		sel = []accountant.Mechanism{{Kind: accountant.KindGaussianInf, Mu: pl.selMu, Delta: pl.deltaS}}
+		sel = []mechanism.Mechanism{{Kind: mechanism.KindGaussianInf, Mu: pl.selMu, Delta: pl.deltaS}}
 	}
-	fits := func(parts []accountant.Mechanism) (bool, error) {
-		e, err := accountant.RigorousEpsilon([]accountant.Mechanism{{Kind: accountant.KindComposite, Parts: parts}}, delta)
+	fits := func(parts []mechanism.Mechanism) (bool, error) {
+		e, err := accountant.RigorousEpsilon([]mechanism.Mechanism{{Kind: mechanism.KindComposite, Parts: parts}}, delta)
 		return e <= eps, err
 	}
-	trial := func(each float64) []accountant.Mechanism {
-		parts := append([]accountant.Mechanism(nil), sel...)
+	trial := func(each float64) []mechanism.Mechanism {
+		parts := append([]mechanism.Mechanism(nil), sel...)
 		for range values {
-			parts = append(parts, accountant.Mechanism{Kind: accountant.KindLaplace, Sensitivity: 1, Epsilon: each})
+			parts = append(parts, mechanism.Mechanism{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: each})
 		}
 		return parts
 	}
@@ -122,9 +123,9 @@ func (pl *plan) planLaplace(eps, delta float64) ([]Part, error) {
 		}
 		return q, l, nil
 	}
-	parts := append([]accountant.Mechanism(nil), sel...)
+	parts := append([]mechanism.Mechanism(nil), sel...)
 	charge := func(l release.LaplaceGrid) {
-		parts = append(parts, accountant.Mechanism{Kind: accountant.KindLaplace, Sensitivity: l.Sensitivity, Epsilon: l.Sensitivity / l.Scale})
+		parts = append(parts, mechanism.Mechanism{Kind: mechanism.KindLaplace, Sensitivity: l.Sensitivity, Epsilon: l.Sensitivity / l.Scale})
 	}
 	var details []Part
 	for i := range pl.aggs {
@@ -180,6 +181,6 @@ func (pl *plan) planLaplace(eps, delta float64) ([]Part, error) {
 	if ok, err := fits(parts); err != nil || !ok {
 		return nil, refusef("epsilon %v and delta %v cannot be met with noise = 'laplace' (the calibrated statement does not fit; %v)", eps, delta, err)
 	}
-	pl.mech = accountant.Mechanism{Kind: accountant.KindComposite, Parts: parts}
+	pl.mech = mechanism.Mechanism{Kind: mechanism.KindComposite, Parts: parts}
 	return details, nil
 }

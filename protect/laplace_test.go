@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/protect/dpselect"
 	"github.com/dpsql/dpsql/release"
 )
@@ -100,11 +103,11 @@ func TestLaplaceCharge(t *testing.T) {
 		if err := db.QueryRow(`SELECT mechanism, params FROM dp_ledger WHERE kind = 'charge' ORDER BY id DESC LIMIT 1`).Scan(&kind, &params); err != nil {
 			t.Fatal(err)
 		}
-		var m accountant.Mechanism
+		var m mechanism.Mechanism
 		if err := json.Unmarshal([]byte(params), &m); err != nil {
 			t.Fatal(err)
 		}
-		if kind != accountant.KindComposite || m.Kind != kind || len(m.Parts) != len(c.kinds) {
+		if kind != mechanism.KindComposite || m.Kind != kind || len(m.Parts) != len(c.kinds) {
 			t.Fatalf("%d: charged %s with %d parts, want composite with %v", i, kind, len(m.Parts), c.kinds)
 		}
 		j := 0
@@ -112,14 +115,14 @@ func TestLaplaceCharge(t *testing.T) {
 			if p.Kind != c.kinds[k] {
 				t.Errorf("%d: part %d is %s, want %s", i, k, p.Kind, c.kinds[k])
 			}
-			if p.Kind == accountant.KindLaplace {
+			if p.Kind == mechanism.KindLaplace {
 				if s := c.sens[j]; !(p.Sensitivity >= s && p.Sensitivity <= s*1.001) {
 					t.Errorf("%d: laplace part %d sensitivity %v, want L1 %v (+ quantum and grid)", i, k, p.Sensitivity, s)
 				}
 				j++
 			}
 		}
-		got, err := accountant.RigorousEpsilon([]accountant.Mechanism{m}, c.delta)
+		got, err := accountant.RigorousEpsilon([]mechanism.Mechanism{m}, c.delta)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +138,7 @@ func TestLaplaceCharge(t *testing.T) {
 		}
 	}
 	// The composite rows re-account and verify like any other.
-	if n, err := accountant.Verify(ctx, db); err != nil || n == 0 {
+	if n, err := ledger.Verify(ctx, db); err != nil || n == 0 {
 		t.Errorf("ledger verify: %d rows, %v", n, err)
 	}
 }
@@ -191,7 +194,7 @@ func TestCountNoiseTable(t *testing.T) {
 	for _, eps := range []float64{0.1, 0.5, 1, 2, 4} {
 		for _, delta := range []float64{1e-5, 1e-2, 0.1} {
 			eps0 := eps - 2*math.Log1p(-delta)
-			got, err := accountant.RigorousEpsilon([]accountant.Mechanism{{Kind: accountant.KindLaplace, Sensitivity: 1, Epsilon: eps0}}, delta)
+			got, err := accountant.RigorousEpsilon([]mechanism.Mechanism{{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: eps0}}, delta)
 			if err != nil {
 				t.Fatal(err)
 			}

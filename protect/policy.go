@@ -9,7 +9,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
 )
 
 // PolicySchema is dp_policy, one row per protected table: the state the
@@ -86,7 +86,7 @@ func (p Policy) canonical() string {
 }
 
 // tableColumns returns the columns of a main-schema table, by lower-case name.
-func tableColumns(ctx context.Context, q accountant.Queryer, table string) (map[string]string, error) {
+func tableColumns(ctx context.Context, q ledger.Queryer, table string) (map[string]string, error) {
 	rows, err := q.QueryContext(ctx, `SELECT name FROM pragma_table_info(?, 'main')`, table)
 	if err != nil {
 		return nil, err
@@ -111,7 +111,7 @@ func tableColumns(ctx context.Context, q accountant.Queryer, table string) (map[
 
 // canonicalTable returns the table's name as the schema spells it, or an
 // error if it is not an ordinary table of the main schema.
-func canonicalTable(ctx context.Context, q accountant.Queryer, table string) (string, error) {
+func canonicalTable(ctx context.Context, q ledger.Queryer, table string) (string, error) {
 	var name, typ string
 	err := q.QueryRowContext(ctx, `SELECT name, type FROM main.sqlite_schema WHERE name = ? COLLATE NOCASE AND type IN ('table', 'view')`, table).Scan(&name, &typ)
 	if errors.Is(err, sql.ErrNoRows) {

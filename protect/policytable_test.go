@@ -5,7 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/protect"
 )
 
@@ -53,7 +54,7 @@ func TestPolicyTableRebuiltNotVerified(t *testing.T) {
 			for _, q := range tc.edit {
 				mustExec(t, owner, q)
 			}
-			if _, err := protect.VerifyPolicies(ctx, owner); !errors.Is(err, accountant.ErrChainBroken) {
+			if _, err := protect.VerifyPolicies(ctx, owner); !errors.Is(err, ledger.ErrChainBroken) {
 				t.Errorf("audit verify of the rebuilt dp_policy: %v, want a broken chain", err)
 			}
 		})

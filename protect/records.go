@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
 )
 
@@ -76,7 +78,7 @@ func (s *policyState) policies() map[string]Policy {
 // the whole chain (an old file's dp_policy_log, likewise checked, until it is
 // upgraded). It never reads dp_policy, which an edit of the file could change
 // without a record. A file without a ledger or policies protects nothing.
-func LoadPolicies(ctx context.Context, q accountant.Queryer) (map[string]Policy, error) {
+func LoadPolicies(ctx context.Context, q ledger.Queryer) (map[string]Policy, error) {
 	st, err := replayPolicies(ctx, q)
 	if err != nil {
 		return nil, err
@@ -85,13 +87,13 @@ func LoadPolicies(ctx context.Context, q accountant.Queryer) (map[string]Policy,
 }
 
 // replayPolicies computes the policy state from the chain.
-func replayPolicies(ctx context.Context, q accountant.Queryer) (*policyState, error) {
+func replayPolicies(ctx context.Context, q ledger.Queryer) (*policyState, error) {
 	logState, logRows, logHead, err := readLegacyLog(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	recs, err := accountant.ReadRecords(ctx, q, accountant.EventPolicy)
-	if err != nil && !errors.Is(err, accountant.ErrNoLedger) {
+	recs, err := ledger.ReadRecords(ctx, q, ledger.EventPolicy)
+	if err != nil && !errors.Is(err, ledger.ErrNoLedger) {
 		return nil, fmt.Errorf("reading the policy records: %w", err)
 	}
 	st := &policyState{tables: map[string]policyEntry{}, logRows: logRows}
@@ -101,14 +103,14 @@ func replayPolicies(ctx context.Context, q accountant.Queryer) (*policyState, er
 	}
 	for i, r := range recs {
 		if err := st.apply(r, i == 0, logState, logRows, logHead); err != nil {
-			return nil, fmt.Errorf("%w: policy record %d: %v", accountant.ErrChainBroken, r.ID, err)
+			return nil, fmt.Errorf("%w: policy record %d: %v", ledger.ErrChainBroken, r.ID, err)
 		}
 	}
 	return st, nil
 }
 
 // apply replays one policy record onto the state.
-func (st *policyState) apply(r accountant.Row, first bool, logState map[string]policyEntry, logRows int, logHead string) error {
+func (st *policyState) apply(r ledger.Row, first bool, logState map[string]policyEntry, logRows int, logHead string) error {
 	dec := json.NewDecoder(strings.NewReader(r.Params))
 	dec.DisallowUnknownFields()
 	var p policyParams
@@ -171,7 +173,7 @@ func appendPolicy(ctx context.Context, conn *sql.Conn, table string, p *Policy) 
 	if err != nil {
 		return err
 	}
-	l, err := accountant.OpenLedger(path)
+	l, err := ledger.OpenLedger(path)
 	if err != nil {
 		return err
 	}
@@ -184,7 +186,7 @@ func appendPolicy(ctx context.Context, conn *sql.Conn, table string, p *Policy) 
 			return err
 		}
 	}
-	rec := accountant.Record{Kind: accountant.EventPolicy, Scope: accountant.FileScope, Subject: table}
+	rec := ledger.Record{Kind: ledger.EventPolicy, Scope: accountant.FileScope, Subject: table}
 	var canon string
 	if p != nil {
 		canon = p.canonical()
@@ -218,7 +220,7 @@ func appendPolicy(ctx context.Context, conn *sql.Conn, table string, p *Policy) 
 		}
 		return nil
 	})
-	if errors.Is(err, accountant.ErrNoLedger) {
+	if errors.Is(err, ledger.ErrNoLedger) {
 		return fmt.Errorf("the file has no ledger yet, which records policies: create a budget first (dpsql init, or SELECT dp_init(...)): %w", err)
 	}
 	return err
@@ -247,7 +249,7 @@ func UpgradePolicies(ctx context.Context, db *sql.DB) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	l, err := accountant.OpenLedger(path)
+	l, err := ledger.OpenLedger(path)
 	if err != nil {
 		return false, err
 	}
@@ -259,7 +261,7 @@ func UpgradePolicies(ctx context.Context, db *sql.DB) (bool, error) {
 
 // upgradeLog carries an old file's dp_policy_log over into one upgrade
 // record and rebuilds dp_policy in its new form, in one transaction.
-func upgradeLog(ctx context.Context, l *accountant.Ledger, q accountant.Queryer, st *policyState) error {
+func upgradeLog(ctx context.Context, l *ledger.Ledger, q ledger.Queryer, st *policyState) error {
 	_, rows, head, err := readLegacyLog(ctx, q)
 	if err != nil {
 		return err
@@ -268,7 +270,7 @@ func upgradeLog(ctx context.Context, l *accountant.Ledger, q accountant.Queryer,
 	for _, e := range st.tables {
 		pols[e.name] = json.RawMessage(e.canon)
 	}
-	rec := accountant.Record{Kind: accountant.EventPolicy, Scope: accountant.FileScope, Subject: "dp_policy_log",
+	rec := ledger.Record{Kind: ledger.EventPolicy, Scope: accountant.FileScope, Subject: "dp_policy_log",
 		Params: policyParams{Action: actionUpgrade, Policies: pols, LogRows: rows, LogHead: head},
 		Query:  "carry dp_policy_log over into the ledger"}
 	_, err = l.Append(ctx, rec, func(tx *sql.Tx) error {
@@ -277,7 +279,7 @@ func upgradeLog(ctx context.Context, l *accountant.Ledger, q accountant.Queryer,
 			return err
 		}
 		var earlier int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM dp_ledger WHERE kind = ? AND id < ?`, accountant.EventPolicy, id).Scan(&earlier); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM dp_ledger WHERE kind = ? AND id < ?`, ledger.EventPolicy, id).Scan(&earlier); err != nil {
 			return err
 		}
 		if earlier > 0 {
@@ -305,12 +307,12 @@ func upgradeLog(ctx context.Context, l *accountant.Ledger, q accountant.Queryer,
 // lastPolicyRecord returns the id of the record just appended in tx.
 func lastPolicyRecord(ctx context.Context, tx *sql.Tx) (int64, error) {
 	var id int64
-	err := tx.QueryRowContext(ctx, `SELECT id FROM dp_ledger WHERE kind = ? ORDER BY id DESC LIMIT 1`, accountant.EventPolicy).Scan(&id)
+	err := tx.QueryRowContext(ctx, `SELECT id FROM dp_ledger WHERE kind = ? ORDER BY id DESC LIMIT 1`, ledger.EventPolicy).Scan(&id)
 	return id, err
 }
 
 // mainPath returns the file of q's main database.
-func mainPath(ctx context.Context, q accountant.Queryer) (string, error) {
+func mainPath(ctx context.Context, q ledger.Queryer) (string, error) {
 	var path string
 	if err := q.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path); err != nil {
 		return "", err
@@ -343,14 +345,14 @@ func (e legacyEvent) hash() string {
 
 // readLegacyLog checks dp_policy_log's chain (if the file has one) and
 // returns the state it leads to, its number of rows and its last hash.
-func readLegacyLog(ctx context.Context, q accountant.Queryer) (map[string]policyEntry, int, string, error) {
+func readLegacyLog(ctx context.Context, q ledger.Queryer) (map[string]policyEntry, int, string, error) {
 	state := map[string]policyEntry{}
 	var n int
 	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM main.sqlite_schema WHERE type = 'table' AND name = 'dp_policy_log'`).Scan(&n); err != nil {
 		return nil, 0, "", err
 	}
 	if n == 0 {
-		return state, 0, accountant.GenesisHash, nil
+		return state, 0, ledger.GenesisHash, nil
 	}
 	rows, err := q.QueryContext(ctx, `SELECT id, at, tbl, action, coalesce(policy, ''), prev_hash, hash FROM main.dp_policy_log ORDER BY id`)
 	if err != nil {
@@ -369,13 +371,13 @@ func readLegacyLog(ctx context.Context, q accountant.Queryer) (map[string]policy
 	if err := rows.Err(); err != nil {
 		return nil, 0, "", err
 	}
-	prev := accountant.GenesisHash
+	prev := ledger.GenesisHash
 	for _, e := range evs {
 		if e.PrevHash != prev {
-			return nil, 0, "", fmt.Errorf("%w: dp_policy_log row %d does not chain to the previous row (a row was removed, inserted or reordered)", accountant.ErrChainBroken, e.ID)
+			return nil, 0, "", fmt.Errorf("%w: dp_policy_log row %d does not chain to the previous row (a row was removed, inserted or reordered)", ledger.ErrChainBroken, e.ID)
 		}
 		if e.hash() != e.Hash {
-			return nil, 0, "", fmt.Errorf("%w: dp_policy_log row %d does not match its hash (the row was edited)", accountant.ErrChainBroken, e.ID)
+			return nil, 0, "", fmt.Errorf("%w: dp_policy_log row %d does not match its hash (the row was edited)", ledger.ErrChainBroken, e.ID)
 		}
 		prev = e.Hash
 		switch e.Action {
@@ -399,7 +401,7 @@ func readLegacyLog(ctx context.Context, q accountant.Queryer) (map[string]policy
 // record carried it over exactly) and checks that dp_policy is exactly the
 // state they lead to. It returns the number of policy changes checked: the
 // log's rows and the records.
-func VerifyPolicies(ctx context.Context, q accountant.Queryer) (int, error) {
+func VerifyPolicies(ctx context.Context, q ledger.Queryer) (int, error) {
 	st, err := replayPolicies(ctx, q)
 	if err != nil {
 		return 0, err
@@ -412,7 +414,7 @@ func VerifyPolicies(ctx context.Context, q accountant.Queryer) (int, error) {
 		return n, err
 	}
 	if other > 0 {
-		return n, fmt.Errorf("%w: dp_policy is not a table (a view or other object took its name)", accountant.ErrChainBroken)
+		return n, fmt.Errorf("%w: dp_policy is not a table (a view or other object took its name)", ledger.ErrChainBroken)
 	}
 	got := map[string][2]string{}
 	var dup []string
@@ -423,7 +425,7 @@ func VerifyPolicies(ctx context.Context, q accountant.Queryer) (int, error) {
 		}
 		rows, err := q.QueryContext(ctx, `SELECT tbl, policy, `+idCol+` FROM main.dp_policy`)
 		if err != nil {
-			return n, fmt.Errorf("%w: reading dp_policy: %v", accountant.ErrChainBroken, err)
+			return n, fmt.Errorf("%w: reading dp_policy: %v", ledger.ErrChainBroken, err)
 		}
 		defer rows.Close()
 		for rows.Next() {
@@ -454,7 +456,7 @@ func VerifyPolicies(ctx context.Context, q accountant.Queryer) (int, error) {
 	}
 	if len(bad) > 0 {
 		sort.Strings(bad)
-		return n, fmt.Errorf("%w: dp_policy does not match the policy records for %s (a policy was changed outside dpsql protect)", accountant.ErrChainBroken, strings.Join(bad, ", "))
+		return n, fmt.Errorf("%w: dp_policy does not match the policy records for %s (a policy was changed outside dpsql protect)", ledger.ErrChainBroken, strings.Join(bad, ", "))
 	}
 	return n, nil
 }
@@ -463,7 +465,7 @@ func VerifyPolicies(ctx context.Context, q accountant.Queryer) (int, error) {
 // Engine keeps one and replays only the rows appended since.
 type policyMemo struct {
 	mu      sync.Mutex
-	head    accountant.Head
+	head    ledger.Head
 	logHead string
 	state   *policyState
 }
@@ -472,9 +474,9 @@ type policyMemo struct {
 // moved. When only new ledger rows were appended (the memo's head row still
 // holds its hash and the new rows chain to it), only they are checked and
 // replayed; otherwise the whole chain is.
-func (m *policyMemo) load(ctx context.Context, q accountant.Queryer) (map[string]Policy, error) {
-	head, err := accountant.ReadHead(ctx, q)
-	if err != nil && !errors.Is(err, accountant.ErrNoLedger) {
+func (m *policyMemo) load(ctx context.Context, q ledger.Queryer) (map[string]Policy, error) {
+	head, err := ledger.ReadHead(ctx, q)
+	if err != nil && !errors.Is(err, ledger.ErrNoLedger) {
 		return nil, err
 	}
 	logHead := ""
@@ -509,7 +511,7 @@ func (m *policyMemo) load(ctx context.Context, q accountant.Queryer) (map[string
 
 // extend replays the rows after the memo's head up to head, if they chain
 // to it; ok is false when the whole chain must be read again.
-func (m *policyMemo) extend(ctx context.Context, q accountant.Queryer, head accountant.Head) (*policyState, bool) {
+func (m *policyMemo) extend(ctx context.Context, q ledger.Queryer, head ledger.Head) (*policyState, bool) {
 	if m.head.ID == 0 || head.ID <= m.head.ID {
 		return nil, false
 	}
@@ -518,9 +520,9 @@ func (m *policyMemo) extend(ctx context.Context, q accountant.Queryer, head acco
 		return nil, false
 	}
 	defer rows.Close()
-	var rs []accountant.Row
+	var rs []ledger.Row
 	for rows.Next() {
-		var r accountant.Row
+		var r ledger.Row
 		if err := rows.Scan(&r.ID, &r.At, &r.Scope, &r.Mechanism, &r.Mu, &r.Params, &r.Query, &r.PrevHash, &r.Hash, &r.Kind, &r.Form); err != nil {
 			return nil, false
 		}
@@ -537,7 +539,7 @@ func (m *policyMemo) extend(ctx context.Context, q accountant.Queryer, head acco
 		if r.ID != rs[i].ID+1 || r.PrevHash != rs[i].Hash || r.ComputeHash() != r.Hash {
 			return nil, false
 		}
-		if r.Kind != accountant.EventPolicy {
+		if r.Kind != ledger.EventPolicy {
 			continue
 		}
 		if st.records == 0 && st.logRows > 0 {

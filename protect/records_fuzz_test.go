@@ -3,6 +3,8 @@ package protect
 import (
 	"testing"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
 )
 
@@ -14,7 +16,7 @@ func FuzzPolicyRecord(f *testing.F) {
 	f.Add(`{"action":"upgrade","policies":{"patients":{"max_groups":1,"max_rows":1}},"log_rows":1,"log_head":"x"}`, "dp_policy_log")
 	f.Fuzz(func(t *testing.T, params, subject string) {
 		st := &policyState{tables: map[string]policyEntry{"patients": {name: "patients", policy: Policy{MaxGroups: 1, MaxRows: 1}}}}
-		r := accountant.Row{ID: 7, Kind: accountant.EventPolicy, Scope: accountant.FileScope, Mechanism: subject, Params: params}
+		r := ledger.Row{ID: 7, Kind: ledger.EventPolicy, Scope: accountant.FileScope, Mechanism: subject, Params: params}
 		if err := st.apply(r, false, nil, 0, ""); err != nil {
 			return
 		}

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/protect"
 )
@@ -65,7 +66,7 @@ func TestEditedPolicyTableIsNotTrusted(t *testing.T) {
 				t.Fatalf("restored dp_policy: %v", err)
 			}
 			mustExec(t, owner, tc.edit)
-			if _, err := protect.VerifyPolicies(ctx, owner); !errors.Is(err, accountant.ErrChainBroken) {
+			if _, err := protect.VerifyPolicies(ctx, owner); !errors.Is(err, ledger.ErrChainBroken) {
 				t.Errorf("audit verify of the edited file: %v", err)
 			}
 			if _, _, err := queryAll(ctx, a, `SELECT * FROM patients`); !protect.IsRefusal(err) {
@@ -110,7 +111,7 @@ func TestEditedPolicyRecordRefused(t *testing.T) {
 	}
 	dropLedgerTriggers(t, owner)
 	mustExec(t, owner, `UPDATE dp_ledger SET params = '{"action":"protect","policy":{"privacy_unit":"pid","max_groups":50,"max_rows":1}}' WHERE kind = 'policy'`)
-	if _, err := protect.VerifyPolicies(ctx, owner); !errors.Is(err, accountant.ErrChainBroken) {
+	if _, err := protect.VerifyPolicies(ctx, owner); !errors.Is(err, ledger.ErrChainBroken) {
 		t.Errorf("verify: %v", err)
 	}
 	before := ledgerRows(t, owner)
@@ -194,14 +195,14 @@ func TestLegacyPolicyLogUpgraded(t *testing.T) {
 	if _, _, err := queryAll(ctx, a, `SELECT * FROM wards`); !protect.IsRefusal(err) {
 		t.Errorf("wards protected after the upgrade: %v", err)
 	}
-	if _, err := accountant.Verify(ctx, owner); err != nil {
+	if _, err := ledger.Verify(ctx, owner); err != nil {
 		t.Errorf("ledger verify: %v", err)
 	}
 	// The old log, edited after the upgrade, no longer matches the record
 	// that carried it over.
 	mustExec(t, owner, `DROP TRIGGER dp_policy_log_no_update`)
 	mustExec(t, owner, `UPDATE dp_policy_log SET policy = '{"max_groups":1,"max_rows":1}' WHERE id = 4`)
-	if _, err := protect.VerifyPolicies(ctx, owner); !errors.Is(err, accountant.ErrChainBroken) {
+	if _, err := protect.VerifyPolicies(ctx, owner); !errors.Is(err, ledger.ErrChainBroken) {
 		t.Errorf("edited old log: %v", err)
 	}
 }
@@ -217,7 +218,7 @@ func TestLegacyPolicyLogEdited(t *testing.T) {
 	defer owner.Close()
 	mustExec(t, owner, `DROP TRIGGER dp_policy_log_no_delete`)
 	mustExec(t, owner, `DELETE FROM dp_policy_log WHERE id = 2`)
-	if _, err := protect.VerifyPolicies(ctx, owner); !errors.Is(err, accountant.ErrChainBroken) || !strings.Contains(err.Error(), "does not chain") {
+	if _, err := protect.VerifyPolicies(ctx, owner); !errors.Is(err, ledger.ErrChainBroken) || !strings.Contains(err.Error(), "does not chain") {
 		t.Errorf("verify: %v", err)
 	}
 	if _, err := owner.Exec(`SELECT dp_protect('wards', '{}')`); err == nil || !strings.Contains(err.Error(), "do not verify") {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/protect/dpselect"
 	"github.com/dpsql/dpsql/release"
@@ -174,7 +176,7 @@ func TestSelectionDeltaPool(t *testing.T) {
 		t.Errorf("beyond the pool: %v", err)
 	}
 	// The ledger agrees that these charges are sound and within budget.
-	if _, err := accountant.Verify(ctx, db); err != nil {
+	if _, err := ledger.Verify(ctx, db); err != nil {
 		t.Error(err)
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/protect"
 )
 
@@ -50,7 +52,7 @@ func TestIssueExample(t *testing.T) {
 	if err := json.Unmarshal([]byte(params), &p); err != nil {
 		t.Fatal(err)
 	}
-	if mech != accountant.KindGaussianInf || p.Mu != 0.5 || len(p.Parts) != 3 || math.Abs(p.Delta-protect.SelectionDeltaShare*1e-5) > 1e-20 {
+	if mech != mechanism.KindGaussianInf || p.Mu != 0.5 || len(p.Parts) != 3 || math.Abs(p.Delta-protect.SelectionDeltaShare*1e-5) > 1e-20 {
 		t.Errorf("ledger row %s %v %s", mech, mu, params)
 	}
 	var sq float64
@@ -63,7 +65,7 @@ func TestIssueExample(t *testing.T) {
 	if math.Abs(math.Sqrt(sq)-0.5) > 1e-12 {
 		t.Errorf("parts compose to mu %v, want 0.5", math.Sqrt(sq))
 	}
-	if n, err := accountant.Verify(context.Background(), owner); err != nil || n != 3 { // the budget event, the policy record and the charge
+	if n, err := ledger.Verify(context.Background(), owner); err != nil || n != 3 { // the budget event, the policy record and the charge
 		t.Errorf("audit verify: %d %v", n, err)
 	}
 }
@@ -106,7 +108,7 @@ func TestOneChargePerStatement(t *testing.T) {
 	}
 	var mech string
 	owner.QueryRow(`SELECT mechanism FROM dp_ledger ORDER BY id DESC LIMIT 1`).Scan(&mech)
-	if mech != accountant.KindGaussian {
+	if mech != mechanism.KindGaussian {
 		t.Errorf("no GROUP BY: mechanism %s, want gaussian", mech)
 	}
 }
@@ -136,7 +138,7 @@ func TestPolicyChainVerified(t *testing.T) {
 	}
 	dropLedgerTriggers(t, owner)
 	mustExec(t, owner, `UPDATE dp_ledger SET params = '{"action":"protect","policy":{"max_groups":1,"max_rows":1}}' WHERE kind = 'policy' AND mechanism = 'patients'`)
-	if _, err := protect.VerifyPolicies(ctx, owner); !errors.Is(err, accountant.ErrChainBroken) {
+	if _, err := protect.VerifyPolicies(ctx, owner); !errors.Is(err, ledger.ErrChainBroken) {
 		t.Errorf("edited policy record: %v", err)
 	}
 	// Bad policies are refused with their reason.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
 )
 
@@ -42,7 +44,7 @@ func TestUniquePrivacyUnit(t *testing.T) {
 			defer db.Close()
 			db.SetMaxOpenConns(1)
 			b, _ := accountant.NewBudget("default", 100, 0, 1e-5)
-			if err := accountant.Init(ctx, db, b); err != nil {
+			if err := ledger.Init(ctx, db, b); err != nil {
 				t.Fatal(err)
 			}
 			for _, q := range []string{tc.ddl, tc.extra,

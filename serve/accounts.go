@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
 )
 
 // TokenPrefix starts every bearer token, so that a token pasted into the
@@ -116,11 +116,11 @@ func AddAccount(ctx context.Context, path, name, scope string) (string, error) {
 		return "", fmt.Errorf("drawing a salt: %w", err)
 	}
 	p := accountParams{Action: actionAdd, Name: name, Hasher: Hasher, Salt: hex.EncodeToString(salt), Hash: hex.EncodeToString(tokenHash(salt, token))}
-	l, err := accountant.OpenLedger(path)
+	l, err := ledger.OpenLedger(path)
 	if err != nil {
 		return "", err
 	}
-	rec := accountant.Record{Kind: accountant.EventAccount, Scope: scope, Subject: name, Params: p, Query: "dpsql analyst add " + name + " --scope " + scope}
+	rec := ledger.Record{Kind: ledger.EventAccount, Scope: scope, Subject: name, Params: p, Query: "dpsql analyst add " + name + " --scope " + scope}
 	_, err = l.Append(ctx, rec, func(tx *sql.Tx) error {
 		before, row, err := accountsBeforeLast(ctx, tx)
 		if err != nil {
@@ -136,7 +136,7 @@ func AddAccount(ctx context.Context, path, name, scope string) (string, error) {
 			name, scope, p.Hasher, p.Salt, p.Hash, row.At, row.ID)
 		return err
 	})
-	if errors.Is(err, accountant.ErrUnknownScope) {
+	if errors.Is(err, ledger.ErrUnknownScope) {
 		return "", fmt.Errorf("scope %q does not exist: create it first (dpsql init DB --scope %s --mu 1): %w", scope, scope, err)
 	}
 	if err != nil {
@@ -148,12 +148,12 @@ func AddAccount(ctx context.Context, path, name, scope string) (string, error) {
 // RevokeAccount revokes the active account name: from the record on, the
 // service refuses its token.
 func RevokeAccount(ctx context.Context, path, name string) error {
-	l, err := accountant.OpenLedger(path)
+	l, err := ledger.OpenLedger(path)
 	if err != nil {
 		return err
 	}
 	var scope string
-	err = l.View(ctx, func(q accountant.Queryer) error {
+	err = l.View(ctx, func(q ledger.Queryer) error {
 		as, err := readAccounts(ctx, q)
 		if err != nil {
 			return err
@@ -168,7 +168,7 @@ func RevokeAccount(ctx context.Context, path, name string) error {
 	if err != nil {
 		return err
 	}
-	rec := accountant.Record{Kind: accountant.EventAccount, Scope: scope, Subject: name, Params: accountParams{Action: actionRevoke, Name: name}, Query: "dpsql analyst revoke " + name}
+	rec := ledger.Record{Kind: ledger.EventAccount, Scope: scope, Subject: name, Params: accountParams{Action: actionRevoke, Name: name}, Query: "dpsql analyst revoke " + name}
 	_, err = l.Append(ctx, rec, func(tx *sql.Tx) error {
 		before, row, err := accountsBeforeLast(ctx, tx)
 		if err != nil {
@@ -188,7 +188,7 @@ func RevokeAccount(ctx context.Context, path, name string) error {
 
 // ListAccounts returns every account the chain holds, active or revoked, by
 // name, after checking the whole chain.
-func ListAccounts(ctx context.Context, q accountant.Queryer) ([]*Account, error) {
+func ListAccounts(ctx context.Context, q ledger.Queryer) ([]*Account, error) {
 	as, err := readAccounts(ctx, q)
 	if err != nil {
 		return nil, err
@@ -202,9 +202,9 @@ func ListAccounts(ctx context.Context, q accountant.Queryer) ([]*Account, error)
 }
 
 // readAccounts replays the chain's account records (the chain checked whole).
-func readAccounts(ctx context.Context, q accountant.Queryer) (map[string]*Account, error) {
-	rows, err := accountant.ReadRecords(ctx, q, accountant.EventAccount)
-	if errors.Is(err, accountant.ErrNoLedger) {
+func readAccounts(ctx context.Context, q ledger.Queryer) (map[string]*Account, error) {
+	rows, err := ledger.ReadRecords(ctx, q, ledger.EventAccount)
+	if errors.Is(err, ledger.ErrNoLedger) {
 		return map[string]*Account{}, nil
 	}
 	if err != nil {
@@ -221,18 +221,18 @@ func readAccounts(ctx context.Context, q accountant.Queryer) (map[string]*Accoun
 
 // accountsBeforeLast replays every account record but the last one, which
 // the running Append has just written, and returns that one too.
-func accountsBeforeLast(ctx context.Context, tx *sql.Tx) (map[string]*Account, accountant.Row, error) {
-	rows, err := accountant.ReadRecords(ctx, tx, accountant.EventAccount)
+func accountsBeforeLast(ctx context.Context, tx *sql.Tx) (map[string]*Account, ledger.Row, error) {
+	rows, err := ledger.ReadRecords(ctx, tx, ledger.EventAccount)
 	if err != nil {
-		return nil, accountant.Row{}, err
+		return nil, ledger.Row{}, err
 	}
 	if len(rows) == 0 {
-		return nil, accountant.Row{}, errors.New("the account record just appended is missing")
+		return nil, ledger.Row{}, errors.New("the account record just appended is missing")
 	}
 	as := map[string]*Account{}
 	for _, r := range rows[:len(rows)-1] {
 		if err := applyAccount(as, r); err != nil {
-			return nil, accountant.Row{}, err
+			return nil, ledger.Row{}, err
 		}
 	}
 	return as, rows[len(rows)-1], nil
@@ -242,7 +242,7 @@ func accountsBeforeLast(ctx context.Context, tx *sql.Tx) (map[string]*Account, a
 // the accounts before it (a second add of an active name, a revoke of an
 // inactive one) is an error: the chain was written by something other than
 // AddAccount and RevokeAccount.
-func applyAccount(as map[string]*Account, r accountant.Row) error {
+func applyAccount(as map[string]*Account, r ledger.Row) error {
 	var p accountParams
 	dec := json.NewDecoder(strings.NewReader(r.Params))
 	dec.DisallowUnknownFields()
@@ -285,7 +285,7 @@ var ErrAccountTable = errors.New("dp_account does not match the account records 
 // accounts the chain's records give (the service never reads the table, so
 // a mismatch grants nothing, but it shows that someone edited the file). It
 // returns the number of accounts.
-func VerifyAccounts(ctx context.Context, q accountant.Queryer) (int, error) {
+func VerifyAccounts(ctx context.Context, q ledger.Queryer) (int, error) {
 	as, err := readAccounts(ctx, q)
 	if err != nil {
 		return 0, err

@@ -13,9 +13,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/dpsql/dpsql/ledger"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/protect"
-	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
 // Error codes: the stable "code" of an error response. Clients branch on the
@@ -298,7 +301,7 @@ func (s *Server) budget(w http.ResponseWriter, r *http.Request) {
 func (s *Server) ledgerEntries(w http.ResponseWriter, r *http.Request) {
 	a := accountOf(r.Context())
 	rows, err := s.db.QueryContext(r.Context(), `SELECT id, at, kind, mechanism, mu, coalesce(query, '') FROM dp_ledger WHERE scope = ? AND kind IN (?, ?) ORDER BY id`,
-		a.Scope, accountant.EventCharge, accountant.EventBudget)
+		a.Scope, ledger.EventCharge, ledger.EventBudget)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, CodeInternal, err.Error())
 		return

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
 )
 
 // book is the set of accounts the service authenticates against, replayed
@@ -22,7 +22,7 @@ type book struct {
 	db *sql.DB // read-only connection to the file
 
 	mu       sync.Mutex
-	head     accountant.Head
+	head     ledger.Head
 	accounts map[string]*Account // nil until the first full replay
 }
 
@@ -35,7 +35,7 @@ func (b *book) refresh(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback()
-	head, err := accountant.ReadHead(ctx, tx)
+	head, err := ledger.ReadHead(ctx, tx)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func (b *book) refresh(ctx context.Context) error {
 
 // extend checks and applies the rows after b.head up to head. On error the
 // book is unchanged.
-func (b *book) extend(ctx context.Context, tx *sql.Tx, head accountant.Head) error {
+func (b *book) extend(ctx context.Context, tx *sql.Tx, head ledger.Head) error {
 	rows, err := tx.QueryContext(ctx, `SELECT id, at, scope, mechanism, mu, params, coalesce(query, ''), prev_hash, hash, kind, form
 		FROM dp_ledger WHERE id >= ? AND id <= ? ORDER BY id`, b.head.ID, head.ID)
 	if err != nil {
@@ -73,7 +73,7 @@ func (b *book) extend(ctx context.Context, tx *sql.Tx, head accountant.Head) err
 	prev := b.head
 	first := true
 	for rows.Next() {
-		var r accountant.Row
+		var r ledger.Row
 		if err := rows.Scan(&r.ID, &r.At, &r.Scope, &r.Mechanism, &r.Mu, &r.Params, &r.Query, &r.PrevHash, &r.Hash, &r.Kind, &r.Form); err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func (b *book) extend(ctx context.Context, tx *sql.Tx, head accountant.Head) err
 		if r.ID != prev.ID+1 || r.PrevHash != prev.Hash || r.ComputeHash() != r.Hash {
 			return fmt.Errorf("ledger row %d does not chain onto row %d", r.ID, prev.ID)
 		}
-		if r.Kind == accountant.EventAccount {
+		if r.Kind == ledger.EventAccount {
 			if r.Mu != 0 {
 				return fmt.Errorf("ledger row %d: an account record spends mu %g", r.ID, r.Mu)
 			}
@@ -95,7 +95,7 @@ func (b *book) extend(ctx context.Context, tx *sql.Tx, head accountant.Head) err
 				return err
 			}
 		}
-		prev = accountant.Head{ID: r.ID, Hash: r.Hash}
+		prev = ledger.Head{ID: r.ID, Hash: r.Hash}
 	}
 	if err := rows.Err(); err != nil {
 		return err

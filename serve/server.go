@@ -12,10 +12,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
+	"golang.org/x/time/rate"
+
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/protect"
-	"golang.org/x/time/rate"
 )
 
 // Config is what the owner sets for a service. Zero fields take the defaults.
@@ -64,7 +66,7 @@ func (c *Config) defaults() {
 type Server struct {
 	cfg    Config
 	db     *sql.DB // read-only: the chain, the ledger rows of a scope
-	ledger *accountant.Ledger
+	ledger *ledger.Ledger
 	engine *protect.Engine
 	book   *book
 
@@ -101,12 +103,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, db: db, book: &book{db: db}, analysts: map[string]*sql.DB{}, limits: map[int64]*rate.Limiter{}}
 	if err := s.book.refresh(ctx); err != nil {
 		db.Close()
-		if errors.Is(err, accountant.ErrNoLedger) {
+		if errors.Is(err, ledger.ErrNoLedger) {
 			return nil, fmt.Errorf("serve: %s has no ledger: create a budget scope first (dpsql init %s --scope NAME --mu 1): %w", cfg.Path, cfg.Path, err)
 		}
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	if s.ledger, err = accountant.OpenLedger(abs); err != nil {
+	if s.ledger, err = ledger.OpenLedger(abs); err != nil {
 		db.Close()
 		return nil, err
 	}

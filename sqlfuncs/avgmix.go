@@ -8,6 +8,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
@@ -127,14 +129,14 @@ func (a *avgmixAgg) startCalibration() {
 	// The ledger stays open until the goroutine is done, even if the
 	// connection closes first (a failed or interrupted statement does not
 	// wait for it).
-	if c.path == "" || accountant.RetainLedger(c.path) != nil {
+	if c.path == "" || ledger.RetainLedger(c.path) != nil {
 		return
 	}
 	done := make(chan struct{})
 	a.calibrating = done
 	go func() {
 		defer close(done)
-		defer accountant.ReleaseLedger(c.path)
+		defer ledger.ReleaseLedger(c.path)
 		var err error
 		defer guard(fn, &err) // a panic, too, only loses the head start
 		st, err := c.budget(fn, scope)
@@ -171,7 +173,7 @@ func (a *avgmixAgg) startCalibration() {
 			return
 		}
 		if l, err := c.ledger(); err == nil {
-			dec, _ := l.Decide(context.Background(), accountant.Charge{Scope: scope, Quote: &q})
+			dec, _ := l.Decide(context.Background(), ledger.Charge{Scope: scope, Quote: &q})
 			if dec.Ready() {
 				countsOf(calibrationProblem{Q: plan.Q, Steps: plan.Steps, Epsilon: eps, Delta: delta}.key()).decided.Add(1)
 			}
@@ -431,13 +433,13 @@ func (a *avgmixAgg) releaseNoisyCount(req *avgmixRequest) (string, error) {
 
 // chargeCount charges the noisy count alone, after the release that was to
 // follow it failed with refused.
-func (a *avgmixAgg) chargeCount(req *avgmixRequest, nc *noisyCount, refused error) (accountant.Receipt, error) {
+func (a *avgmixAgg) chargeCount(req *avgmixRequest, nc *noisyCount, refused error) (ledger.Receipt, error) {
 	const fn = "dp_avgmix"
 	q, err := mechanism.NewQuote(nc.mech, req.scopeDelta, accountant.Price, release.NoiseTVOf(1), mechanism.AvgmixCount{
 		Into: req.o.Into, NSource: mechanism.NNoisyCount, NNoisy: nc.value, MuN: nc.mu, ReleaseRefused: refused.Error(),
 	})
 	if err != nil {
-		return accountant.Receipt{}, err
+		return ledger.Receipt{}, err
 	}
 	return a.c.ChargeQuote(fn, q, nil)
 }
@@ -458,7 +460,7 @@ func (a *avgmixAgg) releaseWithCount(req *avgmixRequest, nc *noisyCount) (string
 	eps, delta := req.eps, req.delta
 	p.Calibrate = func(q float64, steps int) (float64, error) {
 		return interruptible(a.c, fn, func() (float64, error) {
-			return a.c.calibrateSubsampled([]accountant.Mechanism{nc.mech}, q, steps, eps, delta)
+			return a.c.calibrateSubsampled([]mechanism.Mechanism{nc.mech}, q, steps, eps, delta)
 		})
 	}
 	plan, err := avgmix.NewPlan(req.noise, n, a.rows.D, req.k, p)
@@ -505,7 +507,7 @@ func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, n int, nc *noi
 	// writeAvgmix), and stops however the charge ends: a panic inside it
 	// (recovered at the SQL boundary) must not leave its goroutine and its
 	// descriptor of the -wal behind.
-	receipt, err := func() (accountant.Receipt, error) {
+	receipt, err := func() (ledger.Receipt, error) {
 		wb := startWriteback(a.c.path + "-wal")
 		defer wb.stop()
 		// Progress shows T, public when n is asserted; a T that follows a
@@ -543,7 +545,7 @@ type avgmixSummary struct {
 
 // avgmixSummaryOf builds the summary from the quote that was charged and
 // its receipt.
-func avgmixSummaryOf(q mechanism.Quote, receipt accountant.Receipt) avgmixSummary {
+func avgmixSummaryOf(q mechanism.Quote, receipt ledger.Receipt) avgmixSummary {
 	rec, _ := q.Params.(mechanism.Avgmix)
 	s := avgmixSummary{Avgmix: rec, Rows: rec.T, EpsilonRigorous: q.Epsilon, Delta: q.Delta, NoiseTV: q.NoiseTV,
 		LedgerID: receipt.ID, Scope: receipt.Scope, ScopeEpsilonSpent: receipt.Epsilon}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
@@ -123,11 +124,11 @@ func TestAvgmixNoisyCount(t *testing.T) {
 	var mech, params string
 	var rowMu float64
 	db.QueryRow(`SELECT mechanism, mu, params FROM dp_ledger WHERE kind = 'charge'`).Scan(&mech, &rowMu, &params)
-	m, err := accountant.ParseMechanism([]byte(params))
-	if err != nil || mech != accountant.KindComposite || len(m.Parts) != 2 {
+	m, err := mechanism.Parse([]byte(params))
+	if err != nil || mech != mechanism.KindComposite || len(m.Parts) != 2 {
 		t.Fatalf("ledger row %s %s (%v)", mech, params, err)
 	}
-	if m.Parts[0].Kind != accountant.KindGaussian || m.Parts[0].Mu != 0.05 || m.Parts[0].Sensitivity != 1 || m.Parts[1].Kind != accountant.KindSubsampledGaussian {
+	if m.Parts[0].Kind != mechanism.KindGaussian || m.Parts[0].Mu != 0.05 || m.Parts[0].Sensitivity != 1 || m.Parts[1].Kind != mechanism.KindSubsampledGaussian {
 		t.Errorf("parts %+v", m.Parts)
 	}
 	var p map[string]any
@@ -139,7 +140,7 @@ func TestAvgmixNoisyCount(t *testing.T) {
 		t.Errorf("q = %v, want m/n with the noisy n", q)
 	}
 	target, _ := accountant.Epsilon(1, 1e-5)
-	eps, err := accountant.RigorousEpsilon([]accountant.Mechanism{m}, 1e-5)
+	eps, err := accountant.RigorousEpsilon([]mechanism.Mechanism{m}, 1e-5)
 	if err != nil || eps > target || eps < 0.99*target {
 		t.Errorf("combined epsilon %v, target %v (%v)", eps, target, err)
 	}
@@ -167,7 +168,7 @@ func TestAvgmixNoisyCountRefusalCharged(t *testing.T) {
 	if err := db.QueryRow(`SELECT mechanism, mu, params FROM dp_ledger WHERE kind = 'charge'`).Scan(&mech, &mu, &params); err != nil {
 		t.Fatal(err)
 	}
-	if mech != accountant.KindGaussian || math.Abs(mu-0.15) > 1e-12 || !strings.Contains(params, `"n_noisy"`) || !strings.Contains(params, `"release_refused"`) {
+	if mech != mechanism.KindGaussian || math.Abs(mu-0.15) > 1e-12 || !strings.Contains(params, `"n_noisy"`) || !strings.Contains(params, `"release_refused"`) {
 		t.Errorf("fallback charge %s %v %s", mech, mu, params)
 	}
 	var tables int

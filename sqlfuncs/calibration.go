@@ -8,7 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // Calibrating the noise multiplier of a subsampled Gaussian release (dp_avgmix)
@@ -41,11 +44,11 @@ const calibrationSlack = 1e-3
 // prior mechanisms composed with steps of a Poisson-subsampled Gaussian at
 // rate q meet epsilon at delta. Its JSON is the cache key.
 type calibrationProblem struct {
-	Prior   []accountant.Mechanism `json:"prior,omitempty"`
-	Q       float64                `json:"q"`
-	Steps   int                    `json:"steps"`
-	Epsilon float64                `json:"epsilon"`
-	Delta   float64                `json:"delta"`
+	Prior   []mechanism.Mechanism `json:"prior,omitempty"`
+	Q       float64               `json:"q"`
+	Steps   int                   `json:"steps"`
+	Epsilon float64               `json:"epsilon"`
+	Delta   float64               `json:"delta"`
 }
 
 func (p calibrationProblem) key() string {
@@ -54,9 +57,9 @@ func (p calibrationProblem) key() string {
 }
 
 // mechanisms is what a charge at sigma records.
-func (p calibrationProblem) mechanisms(sigma float64) []accountant.Mechanism {
+func (p calibrationProblem) mechanisms(sigma float64) []mechanism.Mechanism {
 	return append(p.Prior[:len(p.Prior):len(p.Prior)],
-		accountant.Mechanism{Kind: accountant.KindSubsampledGaussian, Q: p.Q, Sigma: sigma, Steps: p.Steps})
+		mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: p.Q, Sigma: sigma, Steps: p.Steps})
 }
 
 // accepts reports whether sigma meets the target within calibrationSlack,
@@ -103,7 +106,7 @@ func countsOf(key string) *calibrationCount {
 // be nil): from this process's memo, else from the file's cache if this
 // process accepts it, else calibrated now (and then written to the cache in
 // the transaction of the connection's next charge).
-func (c *Conn) calibrateSubsampled(prior []accountant.Mechanism, q float64, steps int, eps, delta float64) (float64, error) {
+func (c *Conn) calibrateSubsampled(prior []mechanism.Mechanism, q float64, steps int, eps, delta float64) (float64, error) {
 	p := calibrationProblem{Prior: prior, Q: q, Steps: steps, Epsilon: eps, Delta: delta}
 	key := p.key()
 	for {
@@ -155,7 +158,7 @@ func (c *Conn) cachedSigma(key string) (float64, bool) {
 		return 0, false
 	}
 	var sigma float64
-	err = l.View(context.Background(), func(q accountant.Queryer) error {
+	err = l.View(context.Background(), func(q ledger.Queryer) error {
 		return q.QueryRowContext(context.Background(), `SELECT sigma FROM dp_calibration_cache WHERE problem = ?`, key).Scan(&sigma)
 	})
 	return sigma, err == nil

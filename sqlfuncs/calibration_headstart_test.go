@@ -10,6 +10,7 @@ import (
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/ext"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
@@ -65,7 +66,7 @@ func TestCalibrationHeadStart(t *testing.T) {
 			if err := db.QueryRow(`SELECT params FROM dp_ledger WHERE kind = 'charge' ORDER BY id DESC LIMIT 1`).Scan(&params); err != nil {
 				t.Fatal(err)
 			}
-			m, err := accountant.ParseMechanism([]byte(params))
+			m, err := mechanism.Parse([]byte(params))
 			if err != nil {
 				t.Fatal(err)
 			}

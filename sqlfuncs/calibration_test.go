@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
@@ -29,7 +30,7 @@ func TestCalibrationCacheForged(t *testing.T) {
 			sqlfuncs.ResetCalibrationMemo()
 			db := openDB(t, `SELECT dp_init(100)`)
 			fillTrain(t, db, "train", 2000, 4, 2)
-			release := func(into string) (sigma, eps, target float64, mech accountant.Mechanism) {
+			release := func(into string) (sigma, eps, target float64, mech mechanism.Mechanism) {
 				t.Helper()
 				q := fmt.Sprintf(`SELECT dp_avgmix(features, label, json_object('classes', 2, 'into', '%s', 'mu', 1.0, 'T', 500, 'm', 16%s)) FROM train`, into, tc.n)
 				var out string
@@ -41,7 +42,7 @@ func TestCalibrationCacheForged(t *testing.T) {
 					t.Fatal(err)
 				}
 				var err error
-				if mech, err = accountant.ParseMechanism([]byte(params)); err != nil {
+				if mech, err = mechanism.Parse([]byte(params)); err != nil {
 					t.Fatal(err)
 				}
 				var p struct {
@@ -51,7 +52,7 @@ func TestCalibrationCacheForged(t *testing.T) {
 				if err := json.Unmarshal([]byte(params), &p); err != nil {
 					t.Fatal(err)
 				}
-				if eps, err = accountant.RigorousEpsilon([]accountant.Mechanism{mech}, p.Delta); err != nil {
+				if eps, err = accountant.RigorousEpsilon([]mechanism.Mechanism{mech}, p.Delta); err != nil {
 					t.Fatal(err)
 				}
 				db.QueryRow(`SELECT sigma FROM dp_calibration_cache`).Scan(&sigma)
@@ -100,7 +101,7 @@ func TestCalibrationCacheUsed(t *testing.T) {
 		}
 		var params string
 		db.QueryRow(`SELECT params FROM dp_ledger WHERE kind = 'charge' ORDER BY id DESC LIMIT 1`).Scan(&params)
-		m, err := accountant.ParseMechanism([]byte(params))
+		m, err := mechanism.Parse([]byte(params))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,9 +117,9 @@ func TestCalibrationCacheUsed(t *testing.T) {
 }
 
 // subsampledSigma is the multiplier of m's subsampled Gaussian part.
-func subsampledSigma(m accountant.Mechanism) float64 {
+func subsampledSigma(m mechanism.Mechanism) float64 {
 	for _, p := range m.Parts {
-		if p.Kind == accountant.KindSubsampledGaussian {
+		if p.Kind == mechanism.KindSubsampledGaussian {
 			return p.Sigma
 		}
 	}

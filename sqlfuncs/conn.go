@@ -13,6 +13,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
@@ -82,36 +84,36 @@ func (c *Conn) SetScope(s string) {
 func (c *Conn) Noise() *release.Noise { return c.noise }
 
 // ledger returns the ledger of the connection's database file.
-func (c *Conn) ledger() (*accountant.Ledger, error) {
-	return accountant.OpenLedger(c.path)
+func (c *Conn) ledger() (*ledger.Ledger, error) {
+	return ledger.OpenLedger(c.path)
 }
 
 // Charge commits a spend to the ledger before the caller may release anything:
 // release, if not nil, runs inside the charge's transaction. It refuses to run
 // inside a writing statement or an explicit transaction, where the charge could
 // not commit first.
-func (c *Conn) Charge(fn string, m accountant.Mechanism, details any, release func(tx *sql.Tx) (map[string]any, error)) (accountant.Receipt, error) {
-	return c.charge(fn, accountant.Charge{Mechanism: m, Details: details}, release)
+func (c *Conn) Charge(fn string, m mechanism.Mechanism, details any, release func(tx *sql.Tx) (map[string]any, error)) (ledger.Receipt, error) {
+	return c.charge(fn, ledger.Charge{Mechanism: m, Details: details}, release)
 }
 
-// ChargeQuote is Charge of exactly the quote q (accountant.QuoteCharge): its
+// ChargeQuote is Charge of exactly the quote q (ledger.Charge with Quote set): its
 // mechanism and record, refused unless q was priced at the scope's delta.
-func (c *Conn) ChargeQuote(fn string, q mechanism.Quote, release func(tx *sql.Tx) (map[string]any, error)) (accountant.Receipt, error) {
-	return c.charge(fn, accountant.Charge{Quote: &q}, release)
+func (c *Conn) ChargeQuote(fn string, q mechanism.Quote, release func(tx *sql.Tx) (map[string]any, error)) (ledger.Receipt, error) {
+	return c.charge(fn, ledger.Charge{Quote: &q}, release)
 }
 
 // charge runs ac, completed with the connection's scope and the running
 // statement's SQL text.
-func (c *Conn) charge(fn string, ac accountant.Charge, release func(tx *sql.Tx) (map[string]any, error)) (accountant.Receipt, error) {
+func (c *Conn) charge(fn string, ac ledger.Charge, release func(tx *sql.Tx) (map[string]any, error)) (ledger.Receipt, error) {
 	if err := c.canWriteLedger(fn); err != nil {
-		return accountant.Receipt{}, err
+		return ledger.Receipt{}, err
 	}
 	if interrupted(c.handle) {
-		return accountant.Receipt{}, fmt.Errorf("%s: the statement was interrupted; nothing was released or charged", fn)
+		return ledger.Receipt{}, fmt.Errorf("%s: the statement was interrupted; nothing was released or charged", fn)
 	}
 	l, err := c.ledger()
 	if err != nil {
-		return accountant.Receipt{}, fmt.Errorf("%s: %w", fn, err)
+		return ledger.Receipt{}, fmt.Errorf("%s: %w", fn, err)
 	}
 	// A release's errors already name the function (they are the
 	// mechanism's); the ledger's get the name here.

@@ -8,11 +8,12 @@ import (
 	"math"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // parseMechanisms decodes a planned mechanism (a JSON object) or a composition
 // (a JSON array of them), rejecting unknown keys.
-func parseMechanisms(fn string, v any) ([]accountant.Mechanism, error) {
+func parseMechanisms(fn string, v any) ([]mechanism.Mechanism, error) {
 	data, err := optionBytes(fn, v)
 	if err != nil {
 		return nil, err
@@ -29,7 +30,7 @@ func parseMechanisms(fn string, v any) ([]accountant.Mechanism, error) {
 	} else {
 		raws = []json.RawMessage{data}
 	}
-	ms := make([]accountant.Mechanism, len(raws))
+	ms := make([]mechanism.Mechanism, len(raws))
 	for i, r := range raws {
 		where := fn
 		if len(raws) > 1 {
@@ -47,7 +48,7 @@ func parseMechanisms(fn string, v any) ([]accountant.Mechanism, error) {
 
 // cost parses (mechanism_json, delta) and returns the mechanisms, delta and
 // their rigorous epsilon.
-func cost(fn string, args []any) ([]accountant.Mechanism, float64, float64, error) {
+func cost(fn string, args []any) ([]mechanism.Mechanism, float64, float64, error) {
 	if err := arity(fn, args, 2, 2, "(mechanism_json, delta)"); err != nil {
 		return nil, 0, 0, err
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 )
@@ -53,7 +52,7 @@ func (c *Conn) dpLaplace(args ...any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
-	m := accountant.Mechanism{Kind: accountant.KindLaplace, Epsilon: eps, Sensitivity: l.Sensitivity, Sigma: l.Scale}
+	m := mechanism.Mechanism{Kind: mechanism.KindLaplace, Epsilon: eps, Sensitivity: l.Sensitivity, Sigma: l.Scale}
 	return c.chargeLaplace(fn, x, l, m, mechanism.Laplace{Grid: l.Grid, SensitivityRequested: sens})
 }
 
@@ -73,12 +72,12 @@ func (c *Conn) dpTLaplace(args ...any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
-	m := accountant.Mechanism{Kind: accountant.KindTruncatedLaplace, Epsilon: eps, Delta: l.Delta,
+	m := mechanism.Mechanism{Kind: mechanism.KindTruncatedLaplace, Epsilon: eps, Delta: l.Delta,
 		Sensitivity: l.Sensitivity, Sigma: l.Scale, Support: l.Support}
 	return c.chargeLaplace(fn, x, l, m, mechanism.Laplace{Grid: l.Grid, SensitivityRequested: sens, DeltaRequested: delta})
 }
 
-func (c *Conn) chargeLaplace(fn string, x float64, l release.LaplaceGrid, m accountant.Mechanism, rec mechanism.Laplace) (any, error) {
+func (c *Conn) chargeLaplace(fn string, x float64, l release.LaplaceGrid, m mechanism.Mechanism, rec mechanism.Laplace) (any, error) {
 	if _, err := c.Charge(fn, m, rec, nil); err != nil {
 		return nil, err
 	}

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 	"github.com/dpsql/dpsql/release/optnoise"
@@ -85,8 +86,8 @@ func (c *Conn) dpOptNoise(args ...any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: internal error: %w", fn, err)
 	}
-	ws, sha := accountant.EncodeGridWeights(w)
-	m := accountant.Mechanism{Kind: accountant.KindOptNoise, Epsilon: eps, Delta: d, Sensitivity: g.Scale,
+	ws, sha := mechanism.EncodeGridWeights(w)
+	m := mechanism.Mechanism{Kind: mechanism.KindOptNoise, Epsilon: eps, Delta: d, Sensitivity: g.Scale,
 		Weights: ws, WeightsSHA256: sha, Shifts: p.PerUnit}
 	rec := mechanism.OptNoise{Grid: g.Grid, SensitivityRequested: sens, DeltaRequested: delta,
 		Loss: string(loss), Intervals: len(w), IntervalWidth: float64(g.Width) * g.Grid}
@@ -125,7 +126,7 @@ func (c *Conn) optWeights(fn string, p optnoise.Problem, key optKey) (w []uint64
 		return nil, false, fmt.Errorf("%s: %w", fn, err)
 	}
 	var blob []byte
-	err = l.View(context.Background(), func(q accountant.Queryer) error {
+	err = l.View(context.Background(), func(q ledger.Queryer) error {
 		return q.QueryRowContext(context.Background(), `SELECT weights FROM dp_optnoise_cache WHERE epsilon = ? AND delta = ? AND loss = ? AND per_unit = ? AND half = ?`,
 			key.eps, key.delta, string(key.loss), key.perUnit, key.half).Scan(&blob)
 	})

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/ext"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release/optnoise"
 	"github.com/dpsql/dpsql/sqlfuncs"
 )
@@ -23,13 +23,13 @@ func openPath(t *testing.T, path string) *sql.DB {
 }
 
 // optWeightsOf reads the weights the last optnoise ledger row used.
-func optWeightsOf(t *testing.T, db *sql.DB) (accountant.Mechanism, []uint64) {
+func optWeightsOf(t *testing.T, db *sql.DB) (mechanism.Mechanism, []uint64) {
 	t.Helper()
 	var params string
 	if err := db.QueryRow(`SELECT params FROM dp_ledger WHERE mechanism = 'optnoise' ORDER BY id DESC LIMIT 1`).Scan(&params); err != nil {
 		t.Fatal(err)
 	}
-	m, err := accountant.ParseMechanism([]byte(params))
+	m, err := mechanism.Parse([]byte(params))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
@@ -18,15 +20,15 @@ import (
 // chargedRow charges q to a fresh ledger's scope "default" (mu 3, delta
 // 1e-5, relation rel) and returns the receipt and the row's params as a
 // later process reads them.
-func chargedRow(t *testing.T, q mechanism.Quote, rel string) (accountant.Receipt, map[string]any) {
+func chargedRow(t *testing.T, q mechanism.Quote, rel string) (ledger.Receipt, map[string]any) {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "q.db")
-	l, err := accountant.OpenLedger(path)
+	l, err := ledger.OpenLedger(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { accountant.ReleaseLedger(path) })
+	t.Cleanup(func() { ledger.ReleaseLedger(path) })
 	b, err := accountant.NewBudget("default", 3, 0, q.Delta)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +37,7 @@ func chargedRow(t *testing.T, q mechanism.Quote, rel string) (accountant.Receipt
 	if err := l.Init(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	receipt, err := l.Charge(ctx, accountant.QuoteCharge("default", q, "SELECT test"), nil)
+	receipt, err := l.Charge(ctx, ledger.Charge{Scope: "default", Quote: &q, Query: "SELECT test"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +46,7 @@ func chargedRow(t *testing.T, q mechanism.Quote, rel string) (accountant.Receipt
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := accountant.ReadLedger(ctx, db)
+	rows, err := ledger.ReadLedger(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +55,7 @@ func chargedRow(t *testing.T, q mechanism.Quote, rel string) (accountant.Receipt
 	if err := json.Unmarshal([]byte(last.Params), &params); err != nil {
 		t.Fatal(err)
 	}
-	m, err := accountant.ParseMechanism([]byte(last.Params))
+	m, err := mechanism.Parse([]byte(last.Params))
 	if err != nil {
 		t.Fatal(err)
 	}

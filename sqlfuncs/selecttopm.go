@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
@@ -384,7 +386,7 @@ type selectTopmSummary struct {
 
 // selectTopmSummaryOf builds the summary from the quote that was charged,
 // the selection its release made and the receipt.
-func selectTopmSummaryOf(q mechanism.Quote, sel dfs.Selection, receipt accountant.Receipt, took time.Duration) selectTopmSummary {
+func selectTopmSummaryOf(q mechanism.Quote, sel dfs.Selection, receipt ledger.Receipt, took time.Duration) selectTopmSummary {
 	rec, _ := q.Params.(mechanism.SelectTopm)
 	rec.Indices, rec.Scores = sel.Indices, sel.Scores
 	s := selectTopmSummary{SelectTopm: rec, Rows: rec.N, Mu: q.Mechanism.GDPMu(), Neighbours: mechanism.NeighboursOf(q.Mechanism.Neighbours),

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
@@ -155,7 +157,7 @@ func TestSelectTopmEndToEnd(t *testing.T) {
 			if err := json.Unmarshal([]byte(params), &p); err != nil {
 				t.Fatal(err)
 			}
-			if id != s.LedgerID || mech != "gaussian" || p.Neighbours != accountant.ReplaceOne {
+			if id != s.LedgerID || mech != "gaussian" || p.Neighbours != mechanism.ReplaceOne {
 				t.Errorf("ledger row %d mechanism %q neighbours %q (summary ledger_id %d)", id, mech, p.Neighbours, s.LedgerID)
 			}
 			if fmt.Sprint(p.Indices) != fmt.Sprint(s.Indices) || len(p.Scores) != m || p.Score != wantScore {
@@ -193,7 +195,7 @@ func TestSelectTopmEndToEnd(t *testing.T) {
 			if math.Abs(math.Sqrt(sq)-mu) > 1e-9*mu {
 				t.Errorf("components compose to %v under replace-one, charged %v", math.Sqrt(sq), mu)
 			}
-			if _, err := accountant.Verify(context.Background(), db); err != nil {
+			if _, err := ledger.Verify(context.Background(), db); err != nil {
 				t.Errorf("ledger does not verify: %v", err)
 			}
 			var rem float64

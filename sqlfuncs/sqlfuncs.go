@@ -31,6 +31,8 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
@@ -66,7 +68,7 @@ func Register(api, db unsafe.Pointer, scope string) (*Conn, error) {
 		}
 	}
 	if c.path != "" {
-		if err := accountant.RetainLedger(c.path); err != nil {
+		if err := ledger.RetainLedger(c.path); err != nil {
 			c.runs.stop(c.handle)
 			return nil, err
 		}
@@ -86,7 +88,7 @@ func Forget(db unsafe.Pointer) error {
 	c := v.(*Conn)
 	c.runs.stop(c.handle)
 	if c.path != "" {
-		return accountant.ReleaseLedger(c.path)
+		return ledger.ReleaseLedger(c.path)
 	}
 	return nil
 }
@@ -296,14 +298,14 @@ func (c *Conn) dpInit(args ...any) (any, error) {
 // optNeighbours reads the optional neighbour relation of a new scope.
 func optNeighbours(fn string, args []any, i int) (string, error) {
 	if len(args) <= i {
-		return accountant.AddRemove, nil
+		return mechanism.AddRemove, nil
 	}
 	n, err := text(fn, "neighbours", args[i])
 	if err != nil {
 		return "", err
 	}
-	if n != accountant.AddRemove && n != accountant.ReplaceOne {
-		return "", argError(fn, "neighbours", "must be '%s' (one person's row added or removed) or '%s' (one row replaced by another; per-row releases such as dp_select_topm), got %q", accountant.AddRemove, accountant.ReplaceOne, n)
+	if n != mechanism.AddRemove && n != mechanism.ReplaceOne {
+		return "", argError(fn, "neighbours", "must be '%s' (one person's row added or removed) or '%s' (one row replaced by another; per-row releases such as dp_select_topm), got %q", mechanism.AddRemove, mechanism.ReplaceOne, n)
 	}
 	return n, nil
 }
@@ -349,10 +351,10 @@ func (c *Conn) budget(fn, scope string) (accountant.Budget, error) {
 	return b, nil
 }
 
-func (c *Conn) status(fn, scope string) (accountant.Status, error) {
+func (c *Conn) status(fn, scope string) (ledger.Status, error) {
 	l, err := c.ledger()
 	if err != nil {
-		return accountant.Status{}, fmt.Errorf("%s: %w", fn, err)
+		return ledger.Status{}, fmt.Errorf("%s: %w", fn, err)
 	}
 	st, err := l.Remaining(context.Background(), scope)
 	if err != nil {
@@ -416,7 +418,7 @@ func (c *Conn) gdpSpend(args ...any) (any, error) {
 			return nil, err
 		}
 	}
-	r, err := c.Charge(fn, accountant.Mechanism{Kind: accountant.KindExternal, Mu: mu}, rec, nil)
+	r, err := c.Charge(fn, mechanism.Mechanism{Kind: mechanism.KindExternal, Mu: mu}, rec, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -499,7 +501,7 @@ func (c *Conn) dpGaussian(args ...any) (any, error) {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
 	rec.Dim, rec.Grid, rec.NoiseTV = dim, release.Grid(sigma), release.NoiseTVOf(dim)
-	m := accountant.Mechanism{Kind: accountant.KindGaussian, Mu: mu, Sensitivity: sens, Sigma: sigma}
+	m := mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mu, Sensitivity: sens, Sigma: sigma}
 	if _, err := c.Charge(fn, m, rec, nil); err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/big"
 
-	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 )
@@ -219,7 +218,7 @@ func (a *vecSumAgg) Done() (out []byte, err error) {
 	}
 	rec := mechanism.VecSum{Dim: a.dim, Grid: release.Grid(sigma), NoiseTV: release.NoiseTVOf(a.dim),
 		Clip: a.clip, FixedPointStep: a.unit}
-	m := accountant.Mechanism{Kind: accountant.KindGaussian, Mu: a.mu, Sensitivity: a.clip, Sigma: sigma}
+	m := mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: a.mu, Sensitivity: a.clip, Sigma: sigma}
 	if _, err := a.c.Charge(fn, m, rec, nil); err != nil {
 		return nil, err
 	}

@@ -32,7 +32,8 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/internal/hostsql"
 	"github.com/dpsql/dpsql/sqlfuncs"
 )
@@ -76,7 +77,7 @@ func register(db, table unsafe.Pointer) (err error) {
 	mu.Lock()
 	if api == nil {
 		api, vfss = table, map[string]string{}
-		accountant.SetOpener(openLedger)
+		ledger.SetOpener(openLedger)
 	} else if api != table {
 		mu.Unlock()
 		return errors.New("dp0: this process has two SQLite libraries loading dp0; one Go runtime can serve only one")
@@ -113,7 +114,7 @@ func dp0Forget(db unsafe.Pointer) {
 // VFS the host opened the file through, refusing (at its first use) a file
 // that is not in WAL mode instead of converting it under the host.
 func openLedger(path string) (*sql.DB, error) {
-	cfg, err := hostsql.ParseDSN(accountant.LedgerDSN(path))
+	cfg, err := hostsql.ParseDSN(ledger.LedgerDSN(path))
 	if err != nil {
 		return nil, err
 	}

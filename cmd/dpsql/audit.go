@@ -12,10 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
+	"github.com/spf13/cobra"
+
 	"github.com/dpsql/dpsql/protect"
 	"github.com/dpsql/dpsql/serve"
-	"github.com/spf13/cobra"
 )
 
 func (m *Main) newAuditCmd() *cobra.Command {
@@ -80,9 +82,9 @@ someone with write access to the file from rewriting the whole chain.`,
   dpsql audit verify clinic.db --head "$(cat kept-head.txt)"`,
 		Args: nargs("DB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var want *accountant.Head
+			var want *ledger.Head
 			if cmd.Flags().Changed("head") {
-				h, err := accountant.ParseHead(head)
+				h, err := ledger.ParseHead(head)
 				if err != nil {
 					return usagef("audit verify: --head: %v", err)
 				}
@@ -119,7 +121,7 @@ fails unless the chain still contains that row.`,
 				return err
 			}
 			defer db.Close()
-			h, err := accountant.ReadHead(ctx, db)
+			h, err := ledger.ReadHead(ctx, db)
 			if err != nil {
 				return err
 			}
@@ -134,10 +136,10 @@ fails unless the chain still contains that row.`,
 // errNothingToVerify is verifyLedger's answer for a database without a ledger.
 var errNothingToVerify = errors.New("this database has no dpsql ledger, so there is nothing to verify (create one with `dpsql init DB --mu 1` or SELECT dp_init(1.0))")
 
-func verifyLedger(ctx context.Context, db accountant.Queryer, w io.Writer, head *accountant.Head) error {
-	r, err := accountant.VerifyAt(ctx, db, head)
+func verifyLedger(ctx context.Context, db ledger.Queryer, w io.Writer, head *ledger.Head) error {
+	r, err := ledger.VerifyAt(ctx, db, head)
 	switch {
-	case errors.Is(err, accountant.ErrNoLedger):
+	case errors.Is(err, ledger.ErrNoLedger):
 		return errNothingToVerify
 	case err != nil:
 		return fmt.Errorf("ledger verification failed after %d good rows: %w", r.Rows, err)
@@ -167,8 +169,8 @@ var auditColumns = []string{"id", "at", "scope", "mechanism", "mu", "params", "q
 // them (0 = all). The table format shortens the time, params, query and hash
 // to keep a row on one line; csv and json give them in full (params in json
 // as an object).
-func printAudit(ctx context.Context, db accountant.Queryer, p *printer, scope string, limit int) error {
-	rows, err := accountant.ReadLedger(ctx, db)
+func printAudit(ctx context.Context, db ledger.Queryer, p *printer, scope string, limit int) error {
+	rows, err := ledger.ReadLedger(ctx, db)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
 
 	_ "github.com/mattn/go-sqlite3"
 )
@@ -142,7 +142,7 @@ func TestAuditHeadEmptyLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	if _, err := raw.Exec(accountant.Schema); err != nil {
+	if _, err := raw.Exec(ledger.Schema); err != nil {
 		t.Fatal(err)
 	}
 	if out := mustRun(t, "audit", "head", path); out != "0:"+strings.Repeat("0", 64)+"\n" {

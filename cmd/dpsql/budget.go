@@ -7,8 +7,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/spf13/cobra"
+
+	"github.com/dpsql/dpsql/accountant"
 )
 
 func (m *Main) newBudgetCmd() *cobra.Command {
@@ -45,11 +48,11 @@ the number of ledger entries.`,
 // printBudget prints dp_budget_status, one row per scope, its columns in the
 // view's order; the table format adds, per scope, what its budget check
 // compares.
-func printBudget(ctx context.Context, db accountant.Queryer, p *printer) error {
+func printBudget(ctx context.Context, db ledger.Queryer, p *printer) error {
 	rows, err := db.QueryContext(ctx, `SELECT * FROM dp_budget_status ORDER BY scope = '*', scope`)
 	if err != nil {
 		if strings.Contains(err.Error(), "no such table") {
-			return accountant.ErrNoLedger
+			return ledger.ErrNoLedger
 		}
 		return err
 	}

@@ -11,8 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/spf13/cobra"
+
+	"github.com/dpsql/dpsql/accountant"
 )
 
 func (m *Main) newDemoCmd() *cobra.Command {
@@ -137,7 +140,7 @@ answer is first charged to a privacy budget, in a ledger inside the same file.
 	if err := sqlStep(`SELECT dp_gaussian(sum(min(max(bmi, 10), 60)), 60, 0.4) / dp_gaussian(count(*), 1, 0.4) AS noisy_mean_bmi FROM patients WHERE diabetic = 1;`); err != nil {
 		return err
 	}
-	st, err := accountant.ReadStatus(ctx, s.db, "default")
+	st, err := ledger.ReadStatus(ctx, s.db, "default")
 	if err != nil {
 		return err
 	}

@@ -5,9 +5,13 @@ import (
 	"os"
 	"strings"
 
-	"github.com/dpsql/dpsql/accountant"
-	"github.com/dpsql/dpsql/sqlfuncs"
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/spf13/cobra"
+
+	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
+	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
 func (m *Main) newInitCmd() *cobra.Command {
@@ -48,8 +52,8 @@ pass both its scope's budget and the cap. Give it alone or with a scope.`,
 			case hasEps && !hasDelta:
 				return usagef("init: --epsilon needs --delta (e.g. --epsilon 2 --delta 1e-5)")
 			}
-			if neighbours != accountant.AddRemove && neighbours != accountant.ReplaceOne {
-				return usagef("init: --neighbours must be %s or %s, got %q", accountant.AddRemove, accountant.ReplaceOne, neighbours)
+			if neighbours != mechanism.AddRemove && neighbours != mechanism.ReplaceOne {
+				return usagef("init: --neighbours must be %s or %s, got %q", mechanism.AddRemove, mechanism.ReplaceOne, neighbours)
 			}
 			var capB accountant.Budget
 			if fs.Changed("file-mu") {
@@ -81,7 +85,7 @@ pass both its scope's budget and the cap. Give it alone or with a scope.`,
 			stopWatch := watchLock(ctx, m.Stderr, args[0], true)
 			defer stopWatch()
 			if capB.Mu > 0 {
-				if err := accountant.Init(ctx, db, capB); err != nil {
+				if err := ledger.Init(ctx, db, capB); err != nil {
 					return fmt.Errorf("init %s: %w", args[0], err)
 				}
 				fmt.Fprintf(w, "capped the total over every scope of %s at mu = %s (delta %s, %s)\n", args[0], short(capB.Mu), short(capB.Delta), capB.Neighbours)
@@ -89,11 +93,11 @@ pass both its scope's budget and the cap. Give it alone or with a scope.`,
 					return nil
 				}
 			}
-			if err := accountant.Init(ctx, db, b); err != nil {
+			if err := ledger.Init(ctx, db, b); err != nil {
 				return fmt.Errorf("init %s: %w", args[0], err)
 			}
 			fmt.Fprintf(w, "created budget scope %q in %s\n", b.Scope, args[0])
-			if b.Neighbours == accountant.ReplaceOne {
+			if b.Neighbours == mechanism.ReplaceOne {
 				fmt.Fprintf(w, "  neighbours = replace_one (one row replaced by another; the number of rows is public)\n")
 			}
 			if b.Epsilon > 0 {
@@ -115,7 +119,7 @@ pass both its scope's budget and the cap. Give it alone or with a scope.`,
 	fs.Float64Var(&epsilon, "epsilon", 0, "budget epsilon; give --delta with it (the default delta of 1e-05 applies only with --mu)")
 	fs.Float64Var(&delta, "delta", 1e-5, "the budget's delta, where epsilon is reported and checked (required with --epsilon)")
 	fs.StringP("scope", "s", sqlfuncs.DefaultScope, "name of the budget scope")
-	fs.StringVar(&neighbours, "neighbours", accountant.AddRemove, "the scope's neighbour relation: add_remove or replace_one")
+	fs.StringVar(&neighbours, "neighbours", mechanism.AddRemove, "the scope's neighbour relation: add_remove or replace_one")
 	fs.Float64Var(&fileMu, "file-mu", 0, "cap the total over every scope of the file at this mu")
 	configured(cmd, "scope")
 	return cmd

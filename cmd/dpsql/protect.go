@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
+	"github.com/spf13/cobra"
+
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/protect"
-	"github.com/spf13/cobra"
 )
 
 func (m *Main) newProtectCmd() *cobra.Command {
@@ -158,7 +160,7 @@ func (m *Main) openAnalystSession(ctx context.Context, path, scope string) (*ses
 	// A file written before policy records: carry its dp_policy_log over
 	// into the ledger now (the owner runs this command). If the file cannot
 	// be written, its checked log still serves.
-	if _, err := protect.UpgradePolicies(ctx, check); err != nil && !errors.Is(err, accountant.ErrChainBroken) {
+	if _, err := protect.UpgradePolicies(ctx, check); err != nil && !errors.Is(err, ledger.ErrChainBroken) {
 		fmt.Fprintf(m.Stderr, "warning: the policies of %s were not carried over into the ledger: %v\n", path, err)
 	}
 	err = checkAnalystScope(ctx, check, path, scope)

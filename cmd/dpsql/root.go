@@ -14,12 +14,14 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/dpsql/dpsql/accountant"
-	"github.com/dpsql/dpsql/ext"
-	"github.com/dpsql/dpsql/sqlfuncs"
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/dpsql/dpsql/ext"
+	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
 // Main is the dpsql program. Its fields are what a test replaces; Run executes
@@ -355,7 +357,7 @@ func openDB(ctx context.Context, path, scope string, create bool) (*sql.DB, erro
 		return nil, err
 	}
 	db, err := ext.OpenScope(ctx, path, scope)
-	if errors.Is(err, accountant.ErrUnknownScope) {
+	if errors.Is(err, ledger.ErrUnknownScope) {
 		return nil, fmt.Errorf("%s has no budget scope %q (create it with `dpsql init %s --scope %s --mu 1`)", path, scope, path, scope)
 	}
 	return db, err

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
 )
 
 // systemPython is the interpreter the standalone verifier is tested with:
@@ -50,7 +50,7 @@ func needPython(t *testing.T) {
 }
 
 // agreeRowByRow checks that the verifier's hash of every row (--each) is the
-// one accountant.Row.ComputeHash gives, and the stored hash, and that the
+// one ledger.Row.ComputeHash gives, and the stored hash, and that the
 // verifier accepts the chain.
 func agreeRowByRow(t *testing.T, db string) {
 	t.Helper()
@@ -63,7 +63,7 @@ func agreeRowByRow(t *testing.T, db string) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	rows, err := accountant.ReadLedger(t.Context(), raw)
+	rows, err := ledger.ReadLedger(t.Context(), raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestPythonVerifierAgrees(t *testing.T) {
 	agreeRowByRow(t, db)
 
 	v0 := filepath.Join(t.TempDir(), "ledger_v0.db")
-	copyFile(t, filepath.Join("..", "..", "accountant", "testdata", "ledger_v0.db"), v0, 0o644)
+	copyFile(t, filepath.Join("..", "..", "ledger", "testdata", "ledger_v0.db"), v0, 0o644)
 	if out := mustRun(t, "audit", "verify", v0); !strings.HasPrefix(out, "ledger OK: 6 rows") {
 		t.Fatalf("dpsql audit verify of the version-0 fixture: %q", out)
 	}
@@ -131,13 +131,13 @@ func TestPythonVerifierAgrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, err := accountant.ReadHead(t.Context(), raw)
+	head, err := ledger.ReadHead(t.Context(), raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := accountant.Row{ID: head.ID + 1, At: "2026-01-02T03:04:05Z", Scope: "default", Mechanism: "external",
+	row := ledger.Row{ID: head.ID + 1, At: "2026-01-02T03:04:05Z", Scope: "default", Mechanism: "external",
 		Mu: 1e-7, Params: `{"mechanism":"external","mu":1e-7}`, Query: "a\xc0\xafb\x80c\xed\xa0\x80d\xf4\x90\x80\x80e\ufffd\xff",
-		PrevHash: head.Hash, Kind: accountant.EventCharge, Form: 1}
+		PrevHash: head.Hash, Kind: ledger.EventCharge, Form: 1}
 	row.Hash = row.ComputeHash()
 	if _, err := raw.Exec(`INSERT INTO dp_ledger(id, at, scope, mechanism, mu, params, query, prev_hash, hash, kind, form) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
 		row.ID, row.At, row.Scope, row.Mechanism, row.Mu, row.Params, row.Query, row.PrevHash, row.Hash, row.Kind, row.Form); err != nil {
@@ -211,7 +211,7 @@ func TestReadmeCanonicalExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := accountant.Row{ID: 7, At: "2026-01-02T03:04:05.123456Z", Kind: "charge", Scope: "été", Mechanism: "external", Mu: 0.1,
+	r := ledger.Row{ID: 7, At: "2026-01-02T03:04:05.123456Z", Kind: "charge", Scope: "été", Mechanism: "external", Mu: 0.1,
 		Params: `{"mechanism":"external","mu":0.1,"note":"a<b & c"}`, Query: "SELECT gdp_spend(0.1, 'a<b & c')",
 		PrevHash: strings.Repeat("ab", 32), Form: 1}
 	canon := `[1,7,"2026-01-02T03:04:05.123456Z","charge","été","external","0.10000000000000001","{\"mechanism\":\"external\",\"mu\":0.1,\"note\":\"a\u003cb \u0026 c\"}","SELECT gdp_spend(0.1, 'a\u003cb \u0026 c')","abababababababababababababababababababababababababababababababab"]`

@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 	"github.com/dpsql/dpsql/release/avgmix"
 )
@@ -141,7 +142,7 @@ func evaluate(o options, mu float64, m, index int, xTrain, yTrain, xWork, yWork 
 	if err != nil {
 		return result{}, err
 	}
-	rig, err := accountant.RigorousEpsilon([]accountant.Mechanism{plan.Mechanism}, o.Delta)
+	rig, err := accountant.RigorousEpsilon([]mechanism.Mechanism{plan.Mechanism}, o.Delta)
 	if err != nil {
 		return result{}, err
 	}

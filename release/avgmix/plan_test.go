@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 )
 
@@ -162,7 +162,7 @@ func TestCLTPaper(t *testing.T) {
 		t.Errorf("CLTSigma = %v, %v; paper gives 0.8441", s, err)
 	}
 	// The accountant's description gives the same figure.
-	m := accountant.Mechanism{Kind: accountant.KindSubsampledGaussian, Q: q, Sigma: 0.8441, Steps: T}
+	m := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: q, Sigma: 0.8441, Steps: T}
 	if got := m.GDPMu(); math.Abs(got-CLTMu(q, T, 0.8441)) > 1e-12 {
 		t.Errorf("accountant GDPMu = %v, CLTMu = %v", got, CLTMu(q, T, 0.8441))
 	}
@@ -213,7 +213,7 @@ func TestPlanCalibration(t *testing.T) {
 		if r := plan.SigmaY / plan.SigmaX; math.Abs(r/plan.Lambda-1) > 1e-2 {
 			t.Errorf("%+v: sigma_y/sigma_x = %v, lambda %v", tc, r, plan.Lambda)
 		}
-		want := accountant.Mechanism{Kind: accountant.KindSubsampledGaussian, Q: float64(plan.M) / float64(tc.n), Sigma: plan.SigmaTarget, Steps: tc.T}
+		want := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: float64(plan.M) / float64(tc.n), Sigma: plan.SigmaTarget, Steps: tc.T}
 		if !reflect.DeepEqual(plan.Mechanism, want) {
 			t.Errorf("%+v: mechanism %+v, want %+v", tc, plan.Mechanism, want)
 		}
@@ -329,7 +329,7 @@ func TestPlanCheckDetectsTampering(t *testing.T) {
 		{"m raised", func(p *Plan) { p.M = 20 }},
 		{"steps lowered", func(p *Plan) { p.Mechanism.Steps = 1 }},
 		{"classes dropped", func(p *Plan) { p.classes = nil }},
-		{"replace-one", func(p *Plan) { p.Mechanism.Neighbours = accountant.ReplaceOne }},
+		{"replace-one", func(p *Plan) { p.Mechanism.Neighbours = mechanism.ReplaceOne }},
 		{"sampling", func(p *Plan) { p.Sampling = "other" }},
 	}
 	if err := fresh().check(); err != nil {

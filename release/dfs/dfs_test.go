@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/internal/normal"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 )
 
@@ -271,7 +273,7 @@ func TestStatsNoiseVariance(t *testing.T) {
 				if err := m.Validate(); err != nil {
 					t.Fatal(err)
 				}
-				if m.Neighbours != accountant.AddRemove {
+				if m.Neighbours != mechanism.AddRemove {
 					t.Errorf("selection recorded under %q", m.Neighbours)
 				}
 				if r := m.Sensitivity / m.Sigma; math.Abs(r/m.Mu-1) > 1e-9 {
@@ -456,7 +458,7 @@ func TestReleaseNoiseVariance(t *testing.T) {
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("mechanisms %v, %v", ms, err)
 	}
-	if m := ms[0]; m.Neighbours != accountant.ReplaceOne || m.Mu > p.MuRelease || m.Mu < 0.99*p.MuRelease || m.Sigma != sigma {
+	if m := ms[0]; m.Neighbours != mechanism.ReplaceOne || m.Mu > p.MuRelease || m.Mu < 0.99*p.MuRelease || m.Sigma != sigma {
 		t.Errorf("release mechanism %+v", m)
 	}
 }
@@ -531,7 +533,7 @@ func TestRandomizedResponseRates(t *testing.T) {
 			t.Errorf("keep threshold %v, keep probability %v", th, keep)
 		}
 		ms, _ := p.ReleaseMechanisms()
-		if len(ms) != 2 || ms[1].Neighbours != accountant.ReplaceOne {
+		if len(ms) != 2 || ms[1].Neighbours != mechanism.ReplaceOne {
 			t.Fatalf("label mechanism missing: %+v", ms)
 		}
 	}
@@ -541,7 +543,7 @@ func TestRandomizedResponseMu(t *testing.T) {
 	for _, eps := range []float64{0.01, 0.5, 1, 3, 10, 30} {
 		mu := RandomizedResponseMu(eps)
 		// G_mu's symmetric point Phi(-mu/2) must equal 1/(1+e^eps).
-		got := accountant.Phi(-mu / 2)
+		got := phi(-mu / 2)
 		want := 1 / (1 + math.Exp(eps))
 		if math.Abs(got/want-1) > 1e-6 {
 			t.Errorf("eps %v: Phi(-mu/2) = %v, want %v", eps, got, want)
@@ -549,13 +551,16 @@ func TestRandomizedResponseMu(t *testing.T) {
 		// The eps-DP trade-off f_{eps,0} lies above G_mu: check on a grid of alpha.
 		for a := 0.0005; a < 1; a += 0.0005 {
 			f := math.Max(0, math.Max(1-math.Exp(eps)*a, math.Exp(-eps)*(1-a)))
-			g := accountant.Phi(inversePhi(a) - mu)
+			g := phi(inversePhi(a) - mu)
 			if g > f+1e-9 {
 				t.Fatalf("eps %v: G_mu(%v) = %v above the eps-DP trade-off %v", eps, a, g, f)
 			}
 		}
 	}
 }
+
+// phi returns the standard normal CDF Phi(x).
+func phi(x float64) float64 { return math.Exp(normal.LogPhi(x)) }
 
 // inversePhi returns Phi^-1(1-a): G_mu(a) = Phi(Phi^-1(1-a) - mu).
 func inversePhi(a float64) float64 { return math.Sqrt2 * math.Erfcinv(2*a) }

@@ -11,11 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
-	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/beam/pipeline"
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/protect"
@@ -118,12 +119,12 @@ func (m *Main) aggregate(ctx context.Context, c *aggregateConfig) (aggregateSumm
 	if err := pipeline.Aggregate(p.Root(), st, pipeline.AggregateOptions{DB: c.db, Parts: c.parts, Staging: staging, StagingParts: c.stagingParts}); err != nil {
 		return sum, err
 	}
-	l, err := accountant.OpenLedger(c.db)
+	l, err := ledger.OpenLedger(c.db)
 	if err != nil {
 		return sum, err
 	}
 	details := mechanism.BeamAggregate{Protected: st.Details(), BeamRun: mechanism.BeamRun{Engine: "beam", Job: job, Runner: runner}}
-	rec, err := l.Charge(ctx, accountant.Charge{Scope: c.scope, Mechanism: st.Mechanism(), Details: details, Query: c.query}, nil)
+	rec, err := l.Charge(ctx, ledger.Charge{Scope: c.scope, Mechanism: st.Mechanism(), Details: details, Query: c.query}, nil)
 	if err != nil {
 		return sum, err
 	}

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/ext"
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // visitsDB creates a database with a scope of budget mu and delta, and the
@@ -104,7 +104,7 @@ func (w wardFigures) sum(q float64) float64 {
 }
 
 // lastCharge returns the mechanism, params and query of the ledger's last charge.
-func lastCharge(t *testing.T, db *sql.DB) (accountant.Mechanism, map[string]any, string) {
+func lastCharge(t *testing.T, db *sql.DB) (mechanism.Mechanism, map[string]any, string) {
 	t.Helper()
 	lr := ledgerRows(t, db)
 	if len(lr) == 0 {

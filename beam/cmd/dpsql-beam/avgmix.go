@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
@@ -195,7 +197,7 @@ type planned struct {
 // and m = m*(n, T, mu) by default, and the same quote (mechanism,
 // mechanism.Avgmix record, noise_tv, quoted epsilon at the scope's delta).
 // n is the caller's public assertion.
-func planAvgmix(c *avgmixConfig, st accountant.Status, d, k int) (planned, error) {
+func planAvgmix(c *avgmixConfig, st ledger.Status, d, k int) (planned, error) {
 	var pr planned
 	var mu float64
 	var err error
@@ -321,7 +323,7 @@ func (m *Main) avgmix(ctx context.Context, c *avgmixConfig) (avgmixSummary, erro
 	if err != nil {
 		return sum, usageError{err}
 	}
-	l, err := accountant.OpenLedger(c.db)
+	l, err := ledger.OpenLedger(c.db)
 	if err != nil {
 		return sum, err
 	}
@@ -366,7 +368,7 @@ func (m *Main) avgmix(ctx context.Context, c *avgmixConfig) (avgmixSummary, erro
 
 	// Charge before the run: the charge (its params name the job) commits
 	// before any worker reads a row.
-	rec, err := l.Charge(ctx, accountant.Charge{Scope: c.scope, Quote: &pr.quote, Details: run, Query: c.command}, nil)
+	rec, err := l.Charge(ctx, ledger.Charge{Scope: c.scope, Quote: &pr.quote, Details: run, Query: c.command}, nil)
 	if err != nil {
 		return sum, err
 	}

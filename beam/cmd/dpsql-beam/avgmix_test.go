@@ -17,9 +17,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/internal/npy"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
@@ -134,7 +136,7 @@ func readRelease(t *testing.T, db *sql.DB, table string) (xs, ys [][]float32) {
 // ledgerRow is what the tests read back from dp_ledger.
 type ledgerRow struct {
 	id        int64
-	mechanism accountant.Mechanism
+	mechanism mechanism.Mechanism
 	params    map[string]any
 	query     string
 }
@@ -168,7 +170,7 @@ func ledgerRows(t *testing.T, db *sql.DB) []ledgerRow {
 // checking the hash chain.
 func outcomes(t *testing.T, db *sql.DB, job string) []Outcome {
 	t.Helper()
-	rows, err := accountant.ReadRecords(context.Background(), db, accountant.EventOutcome)
+	rows, err := ledger.ReadRecords(context.Background(), db, ledger.EventOutcome)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -643,7 +645,7 @@ func TestPlanMatchesSQLDefaults(t *testing.T) {
 	const n = 3000
 	path, db := initDB(t, 50)
 	writeTable(t, db, "train", genRows(n))
-	l, err := accountant.OpenLedger(path)
+	l, err := ledger.OpenLedger(path)
 	if err != nil {
 		t.Fatal(err)
 	}

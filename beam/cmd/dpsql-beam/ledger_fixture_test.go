@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsql/dpsql/ledger"
+
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
 )
@@ -21,8 +23,8 @@ import (
 //
 //	DPSQL_WRITE_BEAM_FIXTURE=1 go test ./cmd/dpsql-beam -run TestBeamLedgerFixture
 const (
-	beamFixture        = "../../../accountant/testdata/ledger_v1_beam.db"
-	beamFixtureFigures = "../../../accountant/testdata/ledger_v1_beam.json"
+	beamFixture        = "../../../ledger/testdata/ledger_v1_beam.db"
+	beamFixtureFigures = "../../../ledger/testdata/ledger_v1_beam.json"
 )
 
 // beamFixtureRow is one charge row's figures and its release.
@@ -57,23 +59,23 @@ func beamFixtureRows(t *testing.T, path string) []beamFixtureRow {
 		t.Fatal(err)
 	}
 	_, conn := openFixture(t, tmp)
-	if _, err := accountant.Verify(t.Context(), conn); err != nil {
+	if _, err := ledger.Verify(t.Context(), conn); err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
-	rows, err := accountant.ReadLedger(t.Context(), conn)
+	rows, err := ledger.ReadLedger(t.Context(), conn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []beamFixtureRow
 	for _, r := range rows {
-		if r.Kind != accountant.EventCharge {
+		if r.Kind != ledger.EventCharge {
 			continue
 		}
-		m, err := accountant.ParseMechanism([]byte(r.Params))
+		m, err := mechanism.Parse([]byte(r.Params))
 		if err != nil {
 			t.Fatalf("row %d: %v", r.ID, err)
 		}
-		eps, err := accountant.RigorousEpsilon([]accountant.Mechanism{m}, 1e-2)
+		eps, err := accountant.RigorousEpsilon([]mechanism.Mechanism{m}, 1e-2)
 		if err != nil {
 			t.Fatalf("row %d: %v", r.ID, err)
 		}

@@ -5,13 +5,13 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/ledger"
 )
 
 // A job's life in the ledger. The charge is a ledger row of kind "charge"
 // whose params carry "job" (the job id) and "engine": "beam"; it commits
 // before the pipeline runs. Exactly one record of kind "outcome"
-// (accountant.EventOutcome, subject the job id) follows it: "released",
+// (ledger.EventOutcome, subject the job id) follows it: "released",
 // appended in the same IMMEDIATE transaction that creates and fills the
 // release table, or "failed", appended alone. A charge with no outcome is a
 // job whose driver died before it could say (its budget is spent either way).
@@ -41,8 +41,8 @@ type Outcome struct {
 // appendOutcome appends the job's outcome record to the ledger and runs also
 // (may be nil; the release table's import) in the same transaction, so the
 // release exists exactly when its "released" record does.
-func appendOutcome(ctx context.Context, l *accountant.Ledger, scope, job, command string, o Outcome, also func(tx *sql.Tx) error) error {
-	_, err := l.Append(ctx, accountant.Record{Kind: accountant.EventOutcome, Scope: scope, Subject: job, Params: o, Query: command}, also)
+func appendOutcome(ctx context.Context, l *ledger.Ledger, scope, job, command string, o Outcome, also func(tx *sql.Tx) error) error {
+	_, err := l.Append(ctx, ledger.Record{Kind: ledger.EventOutcome, Scope: scope, Subject: job, Params: o, Query: command}, also)
 	if err != nil {
 		return fmt.Errorf("recording job %s as %s: %w", job, o.Status, err)
 	}
@@ -51,7 +51,7 @@ func appendOutcome(ctx context.Context, l *accountant.Ledger, scope, job, comman
 
 // recordFailure appends a "failed" outcome, even after ctx is cancelled
 // (an interrupted job's charge stays, and says why).
-func recordFailure(ctx context.Context, l *accountant.Ledger, scope, job, command string, chargeID int64, into string, cause error) error {
+func recordFailure(ctx context.Context, l *ledger.Ledger, scope, job, command string, chargeID int64, into string, cause error) error {
 	return appendOutcome(context.WithoutCancel(ctx), l, scope, job, command,
 		Outcome{Status: statusFailed, Charge: chargeID, Into: into, Error: cause.Error()}, nil)
 }

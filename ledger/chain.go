@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // The hash chain over dp_ledger. Each row's hash is SHA-256 over its canonical
@@ -152,11 +155,11 @@ func checkChain(rows []Row) (int, error) {
 		var mu float64
 		switch r.kind() {
 		case EventCharge:
-			m, err := ParseMechanism([]byte(r.Params))
+			m, err := mechanism.Parse([]byte(r.Params))
 			if err != nil {
 				return i, fmt.Errorf("row %d cannot be re-accounted: %w", r.ID, err)
 			}
-			if err := VerifyNoisePayload(m); err != nil {
+			if err := accountant.VerifyNoisePayload(m); err != nil {
 				return i, fmt.Errorf("row %d: %w", r.ID, err)
 			}
 			mu = m.GDPMu()
@@ -182,16 +185,16 @@ func checkChain(rows []Row) (int, error) {
 }
 
 // parseBudgetEvent decodes and checks a budget event's params.
-func parseBudgetEvent(r Row) (Budget, error) {
+func parseBudgetEvent(r Row) (accountant.Budget, error) {
 	var rec budgetRecord
 	dec := json.NewDecoder(strings.NewReader(r.Params))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rec); err != nil {
-		return Budget{}, fmt.Errorf("row %d: budget event params cannot be read: %w", r.ID, err)
+		return accountant.Budget{}, fmt.Errorf("row %d: budget event params cannot be read: %w", r.ID, err)
 	}
 	b := rec.budget(r.Scope)
-	if err := b.validate(); err != nil {
-		return Budget{}, fmt.Errorf("row %d: %w", r.ID, err)
+	if err := b.Validate(); err != nil {
+		return accountant.Budget{}, fmt.Errorf("row %d: %w", r.ID, err)
 	}
 	return b, nil
 }

@@ -1,11 +1,13 @@
-package accountant
+package ledger
 
 import (
 	"context"
 	"path/filepath"
 	"testing"
 
-	"github.com/dpsql/dpsql/accountant/pld"
+	"github.com/dpsql/dpsql/accountant"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // mixedLedger returns a ledger whose scope holds 1,000 mixed entries
@@ -18,13 +20,13 @@ func mixedLedger(b *testing.B) *Ledger {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { ReleaseLedger(path) })
-	if err := l.Init(ctx, Budget{Scope: "default", Mu: 1e6, Delta: 1e-5}); err != nil {
+	if err := l.Init(ctx, accountant.Budget{Scope: "default", Mu: 1e6, Delta: 1e-5}); err != nil {
 		b.Fatal(err)
 	}
 	for i := 0; i < 1000; i++ {
 		c := benchSub
 		if i%2 == 0 {
-			c = Charge{Scope: "default", Mechanism: Mechanism{Kind: KindGaussian, Mu: 0.01}}
+			c = Charge{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.01}}
 		}
 		if _, err := l.Charge(ctx, c, nil); err != nil {
 			b.Fatal(err)
@@ -33,7 +35,7 @@ func mixedLedger(b *testing.B) *Ledger {
 	return l
 }
 
-var benchSub = Charge{Scope: "default", Mechanism: Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 2, Steps: 10}}
+var benchSub = Charge{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 2, Steps: 10}}
 
 // BenchmarkChargeMixedLedger is one charge against a scope that already holds
 // 1,000 mixed entries: the whole ledger transaction. "memo": this process made
@@ -74,22 +76,6 @@ func BenchmarkRecomputeState(b *testing.B) {
 	}
 }
 
-// BenchmarkRecomputeStateCold is BenchmarkRecomputeState with the PLD memo
-// emptied too, as in a fresh process.
-func BenchmarkRecomputeStateCold(b *testing.B) {
-	ctx := context.Background()
-	l := mixedLedger(b)
-	for b.Loop() {
-		l.remember(nil)
-		rigMemo.mu.Lock()
-		rigMemo.m, rigMemo.order, rigMemo.bins = map[rigMemoKey]*pld.PLD{}, nil, 0
-		rigMemo.mu.Unlock()
-		if _, err := l.state(ctx, l.db); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // noisyLedger returns a ledger whose scope "default" holds 100 entries like
 // c (with their noise_tv), the file's total capped when capped is set.
 func noisyLedger(b *testing.B, c Charge, capped bool) *Ledger {
@@ -100,11 +86,11 @@ func noisyLedger(b *testing.B, c Charge, capped bool) *Ledger {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { ReleaseLedger(path) })
-	if err := l.Init(ctx, Budget{Scope: "default", Mu: 1e3, Delta: 1e-5}); err != nil {
+	if err := l.Init(ctx, accountant.Budget{Scope: "default", Mu: 1e3, Delta: 1e-5}); err != nil {
 		b.Fatal(err)
 	}
 	if capped {
-		if err := l.Init(ctx, Budget{Scope: FileScope, Mu: 1e3, Delta: 1e-5}); err != nil {
+		if err := l.Init(ctx, accountant.Budget{Scope: accountant.FileScope, Mu: 1e3, Delta: 1e-5}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -126,12 +112,14 @@ func BenchmarkChargeNoiseTV(b *testing.B) {
 	// finds its PLDs in the memos an earlier one filled.
 	for i, tc := range []struct {
 		name string
-		m    func(x float64) Mechanism
+		m    func(x float64) mechanism.Mechanism
 	}{
-		{"composite", func(x float64) Mechanism {
-			return Mechanism{Kind: KindComposite, Parts: []Mechanism{{Kind: KindGaussianInf, Mu: x, Delta: 1e-10}, {Kind: KindGaussian, Mu: x}}}
+		{"composite", func(x float64) mechanism.Mechanism {
+			return mechanism.Mechanism{Kind: mechanism.KindComposite, Parts: []mechanism.Mechanism{{Kind: mechanism.KindGaussianInf, Mu: x, Delta: 1e-10}, {Kind: mechanism.KindGaussian, Mu: x}}}
 		}},
-		{"laplace", func(x float64) Mechanism { return Mechanism{Kind: KindLaplace, Epsilon: x / 2} }},
+		{"laplace", func(x float64) mechanism.Mechanism {
+			return mechanism.Mechanism{Kind: mechanism.KindLaplace, Epsilon: x / 2}
+		}},
 	} {
 		for j, capped := range []bool{false, true} {
 			name := tc.name + "/uncapped"
@@ -150,34 +138,5 @@ func BenchmarkChargeNoiseTV(b *testing.B) {
 				}
 			})
 		}
-	}
-}
-
-// BenchmarkCertifiedEpsilon is the root search alone on a scope of 100
-// composite entries with a gaussian_inf part, its PLD already folded:
-// "bracket" as charges run it, "search" the blind search it replaced.
-func BenchmarkCertifiedEpsilon(b *testing.B) {
-	var comp Composition
-	var err error
-	m := Mechanism{Kind: KindComposite, Parts: []Mechanism{{Kind: KindGaussianInf, Mu: 0.02, Delta: 1e-10}, {Kind: KindGaussian, Mu: 0.02}}}
-	for i := 0; i < 100; i++ {
-		if comp, err = comp.Add(m); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if comp, err = comp.folded(); err != nil {
-		b.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name string
-		f    func(Composition, float64, float64) (float64, error)
-	}{{"bracket", certifiedEpsilonBracket}, {"search", certifiedEpsilonSearch}} {
-		b.Run(tc.name, func(b *testing.B) {
-			for b.Loop() {
-				if _, err := tc.f(comp, 1e-5, 1e-10); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }

@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // What the chain says, computed by this process. A charge never relies on a
@@ -19,8 +22,8 @@ import (
 // scopeState is one scope as the chain says: its budget and what its charges
 // add up to.
 type scopeState struct {
-	budget  Budget
-	spend   scopeSpend
+	budget  accountant.Budget
+	spend   accountant.Spend
 	entries int64 // charges
 	lastID  int64 // id of the last charge (0: none)
 }
@@ -54,15 +57,15 @@ func (f *fileState) gaussianRoom(scope string, tv float64) float64 {
 		return 0
 	}
 	check := func(s *scopeState, name string, mu float64) bool {
-		a, err := inScope(name, s.budget.Neighbours, Mechanism{Kind: KindGaussian, Mu: mu})
+		a, err := accountant.InScope(name, s.budget.Neighbours, mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mu})
 		if err != nil {
 			return false
 		}
-		_, err = decide(s.budget, s.spend, a, tv)
+		_, err = accountant.Decide(s.budget, s.spend, a, tv)
 		return err == nil
 	}
 	fits := func(mu float64) bool {
-		return (scope == FileScope || check(sc, scope, mu)) && (!f.capped || check(f.total, FileScope, mu))
+		return (scope == accountant.FileScope || check(sc, scope, mu)) && (!f.capped || check(f.total, accountant.FileScope, mu))
 	}
 	upper := sc.budget.Mu // a Gaussian of mu costs at least mu in any scope
 	if math.IsInf(upper, 1) {
@@ -75,16 +78,16 @@ func (f *fileState) gaussianRoom(scope string, tv float64) float64 {
 	// never trusted: it must pass the checks).
 	var r float64
 	precision := 1e-3
-	if sc.spend.nonGaussian == 0 {
+	if sc.spend.NonGaussian == 0 {
 		precision = 1e-12 // exact GDP checks are cheap
-		r = math.Sqrt(math.Max(upper*upper-sc.spend.sumSq, 0))
-		if sc.budget.neighbours() == ReplaceOne {
+		r = math.Sqrt(math.Max(upper*upper-sc.spend.SumSq, 0))
+		if sc.budget.Relation() == mechanism.ReplaceOne {
 			r /= 2
 		}
 		upper = r
 	}
 	if !(r > 0 && fits(r)) {
-		r = maxGaussian(upper, precision, fits)
+		r = accountant.MaxGaussian(upper, precision, fits)
 	}
 	f.roomMu.Lock()
 	if f.room == nil {
@@ -98,7 +101,7 @@ func (f *fileState) gaussianRoom(scope string, tv float64) float64 {
 // scope returns the state of a scope (the total for FileScope), or the
 // unknown-scope error.
 func (f *fileState) scope(name string) (*scopeState, error) {
-	if name == FileScope {
+	if name == accountant.FileScope {
 		return f.total, nil
 	}
 	if s, ok := f.scopes[name]; ok {
@@ -113,7 +116,7 @@ func unknownScope(scope string) error {
 
 // after returns the state once the charge row, accepted as c in its scope and
 // as total in the file's total, follows f.
-func (f *fileState) after(c, total checked, row Row) *fileState {
+func (f *fileState) after(c, total accountant.Checked, row Row) *fileState {
 	n := &fileState{head: Head{ID: row.ID, Hash: row.Hash}, scopes: make(map[string]*scopeState, len(f.scopes)), capped: f.capped}
 	for k, v := range f.scopes {
 		n.scopes[k] = v
@@ -124,14 +127,9 @@ func (f *fileState) after(c, total checked, row Row) *fileState {
 }
 
 // with returns s after the entry accepted as c, in row id.
-func (s *scopeState) with(c checked, id int64) *scopeState {
+func (s *scopeState) with(c accountant.Checked, id int64) *scopeState {
 	n := *s
-	n.spend.sumSq += c.newMu * c.newMu
-	if !c.mechanism.IsGaussian() {
-		n.spend.nonGaussian++
-	}
-	n.spend.comp = c.comp
-	n.spend.noiseTV += c.noiseTV
+	n.spend = n.spend.With(c)
 	n.entries++
 	n.lastID = id
 	return &n
@@ -140,20 +138,20 @@ func (s *scopeState) with(c checked, id int64) *scopeState {
 // computeState accounts checked rows (see checkChain). Budgets come from the
 // chain's budget events; legacy holds dp_budget's budgets for a version-0
 // file, which has none.
-func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
+func computeState(rows []Row, legacy map[string]accountant.Budget) (*fileState, error) {
 	f := &fileState{head: Head{Hash: GenesisHash}, scopes: map[string]*scopeState{}}
 	for s, b := range legacy {
 		f.scopes[s] = &scopeState{budget: b}
 	}
-	var cap *Budget
+	var cap *accountant.Budget
 	type entry struct {
 		scope string
 		id    int64
-		m     Mechanism
+		m     mechanism.Mechanism
 		tv    float64
 	}
 	var all []entry
-	charges := map[string][]Mechanism{}
+	charges := map[string][]mechanism.Mechanism{}
 	tvs := map[string]float64{}
 	lastRow := map[string]int64{}
 	for _, r := range rows {
@@ -164,7 +162,7 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 			if err != nil {
 				return nil, err
 			}
-			if r.Scope == FileScope {
+			if r.Scope == accountant.FileScope {
 				if cap != nil {
 					return nil, fmt.Errorf("%w: ledger row %d is a second budget event for the file's total: a cap is set once, so a later event could only raise or move it", ErrChainBroken, r.ID)
 				}
@@ -181,12 +179,12 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 			}
 			s.budget = b
 		case EventCharge:
-			m, err := ParseMechanism([]byte(r.Params))
+			m, err := mechanism.Parse([]byte(r.Params))
 			if err != nil {
 				return nil, fmt.Errorf("ledger row %d cannot be accounted (%v): refusing to charge until the ledger is repaired", r.ID, err)
 			}
-			if r.Scope == FileScope {
-				return nil, fmt.Errorf("ledger row %d charges the file's total %q directly", r.ID, FileScope)
+			if r.Scope == accountant.FileScope {
+				return nil, fmt.Errorf("ledger row %d charges the file's total %q directly", r.ID, accountant.FileScope)
 			}
 			var rec struct {
 				NoiseTV *float64 `json:"noise_tv"`
@@ -219,20 +217,20 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 			// As the upgrade will record it (migrate.go): a version-0
 			// scope holding a replace-one entry is a replace-one scope.
 			for _, m := range charges[name] {
-				if m.Neighbours == ReplaceOne {
-					s.budget.Neighbours = ReplaceOne
+				if m.Neighbours == mechanism.ReplaceOne {
+					s.budget.Neighbours = mechanism.ReplaceOne
 				}
 			}
 		}
 		if err := s.account(name, charges[name]); err != nil {
 			return nil, err
 		}
-		s.spend.noiseTV = tvs[name]
+		s.spend.NoiseTV = tvs[name]
 		s.lastID = lastRow[name]
 	}
 	// The total composes every charge of the file, in the cap's relation
 	// (else replace_one if any scope is, else add_remove).
-	f.total = &scopeState{budget: Budget{Scope: FileScope, Mu: math.Inf(1), Delta: 1e-5, Neighbours: AddRemove}}
+	f.total = &scopeState{budget: accountant.Budget{Scope: accountant.FileScope, Mu: math.Inf(1), Delta: 1e-5, Neighbours: mechanism.AddRemove}}
 	if cap != nil {
 		f.total.budget, f.capped = *cap, true
 	} else {
@@ -241,18 +239,18 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 			if first || s.budget.Delta < f.total.budget.Delta {
 				f.total.budget.Delta, first = s.budget.Delta, false
 			}
-			if s.budget.neighbours() == ReplaceOne {
-				f.total.budget.Neighbours = ReplaceOne
+			if s.budget.Relation() == mechanism.ReplaceOne {
+				f.total.budget.Neighbours = mechanism.ReplaceOne
 			}
 		}
 	}
-	ms := make([]Mechanism, len(all))
+	ms := make([]mechanism.Mechanism, len(all))
 	for i, e := range all {
 		ms[i] = e.m
 		f.total.lastID = e.id
-		f.total.spend.noiseTV += e.tv
+		f.total.spend.NoiseTV += e.tv
 	}
-	if err := f.total.account(FileScope, ms); err != nil {
+	if err := f.total.account(accountant.FileScope, ms); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -260,52 +258,36 @@ func computeState(rows []Row, legacy map[string]Budget) (*fileState, error) {
 
 // account sets s's spend and entries from its charges ms, in id order,
 // each converted to the scope's relation.
-func (s *scopeState) account(name string, ms []Mechanism) error {
-	acc := make([]Mechanism, len(ms))
-	for i, m := range ms {
-		a, err := inScope(name, s.budget.Neighbours, m)
-		if err != nil {
-			return fmt.Errorf("scope %q cannot be accounted: %w", name, err)
-		}
-		mu := a.GDPMu()
-		s.spend.sumSq += mu * mu
-		if !a.IsGaussian() {
-			s.spend.nonGaussian++
-		}
-		acc[i] = a
-	}
-	s.entries = int64(len(acc))
-	c, err := rigComposeAll(acc)
+func (s *scopeState) account(name string, ms []mechanism.Mechanism) error {
+	spend, err := accountant.SpendOf(name, s.budget.Neighbours, ms)
 	if err != nil {
-		return fmt.Errorf("scope %q cannot be accounted: %w", name, err)
+		return err
 	}
-	if s.spend.comp, err = (Composition{c: *c}).folded(); err != nil {
-		return fmt.Errorf("scope %q cannot be accounted: %w", name, err)
-	}
+	s.spend, s.entries = spend, int64(len(ms))
 	return nil
 }
 
 // status returns the scope's figures as dp_budget_status shows them.
 func (s *scopeState) status(name string) (Status, error) {
 	b := s.budget
-	st := Status{Scope: name, MuBudget: b.Mu, Delta: b.Delta, Entries: s.entries, MuRemaining: b.Mu, Neighbours: b.neighbours()}
+	st := Status{Scope: name, MuBudget: b.Mu, Delta: b.Delta, Entries: s.entries, MuRemaining: b.Mu, Neighbours: b.Relation()}
 	if b.Epsilon > 0 {
 		st.EpsilonBudget.Float64, st.EpsilonBudget.Valid = b.Epsilon, true
 	}
 	if s.entries == 0 {
 		return st, nil
 	}
-	st.MuSpent = math.Sqrt(s.spend.sumSq)
+	st.MuSpent = math.Sqrt(s.spend.SumSq)
 	st.MuRemaining = math.Sqrt(math.Max(b.Mu*b.Mu-st.MuSpent*st.MuSpent, 0))
 	if math.IsInf(b.Mu, 1) {
 		st.MuRemaining = b.Mu
 	}
 	if st.EpsilonSpent = math.Inf(1); !math.IsInf(st.MuSpent, 1) {
-		st.EpsilonSpent, _ = Epsilon(st.MuSpent, b.Delta)
+		st.EpsilonSpent, _ = accountant.Epsilon(st.MuSpent, b.Delta)
 	}
-	if s.spend.nonGaussian > 0 {
+	if s.spend.NonGaussian > 0 {
 		// As the budget check computes it (see decide).
-		e, err := certifiedEpsilon(s.spend.comp, b.Delta, s.spend.noiseTV)
+		e, err := s.spend.Certified(b.Delta)
 		if err != nil {
 			return st, fmt.Errorf("scope %q cannot be accounted: %w", name, err)
 		}
@@ -345,7 +327,7 @@ func (l *Ledger) state(ctx context.Context, q Queryer) (*fileState, error) {
 	if memo != nil && !containsHead(rows, memo.head) {
 		return nil, fmt.Errorf("%w: row %s, which this process saw, is no longer in the chain (rows were removed or rewritten); refusing to account", ErrChainBroken, memo.head)
 	}
-	var legacy map[string]Budget
+	var legacy map[string]accountant.Budget
 	if v == 0 {
 		if legacy, err = tableBudgets(ctx, q); err != nil {
 			return nil, err
@@ -367,7 +349,7 @@ func (l *Ledger) remember(st *fileState) {
 
 // tableBudgets reads dp_budget (derived from the chain since schema version
 // 1; the only record of budgets in a version-0 file).
-func tableBudgets(ctx context.Context, q Queryer) (map[string]Budget, error) {
+func tableBudgets(ctx context.Context, q Queryer) (map[string]accountant.Budget, error) {
 	v, _, err := schemaVersion(ctx, q)
 	if err != nil {
 		return nil, err
@@ -381,9 +363,9 @@ func tableBudgets(ctx context.Context, q Queryer) (map[string]Budget, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]Budget{}
+	out := map[string]accountant.Budget{}
 	for rows.Next() {
-		var b Budget
+		var b accountant.Budget
 		if err := rows.Scan(&b.Scope, &b.Mu, &b.Delta, &b.Epsilon, &b.Neighbours); err != nil {
 			return nil, err
 		}

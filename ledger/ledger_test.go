@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"context"
@@ -8,9 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dpsql/dpsql/accountant"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
-func newLedger(t *testing.T, b Budget) (*Ledger, *sql.DB, string) {
+func newLedger(t *testing.T, b accountant.Budget) (*Ledger, *sql.DB, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	l, err := OpenLedger(path)
@@ -28,9 +32,9 @@ func newLedger(t *testing.T, b Budget) (*Ledger, *sql.DB, string) {
 	return l, db, path
 }
 
-func mustBudget(t *testing.T, scope string, mu, eps, delta float64) Budget {
+func mustBudget(t *testing.T, scope string, mu, eps, delta float64) accountant.Budget {
 	t.Helper()
-	b, err := NewBudget(scope, mu, eps, delta)
+	b, err := accountant.NewBudget(scope, mu, eps, delta)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +42,7 @@ func mustBudget(t *testing.T, scope string, mu, eps, delta float64) Budget {
 }
 
 func gauss(mu float64) Charge {
-	return Charge{Scope: "default", Mechanism: Mechanism{Kind: KindGaussian, Mu: mu}, Query: "SELECT test"}
+	return Charge{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mu}, Query: "SELECT test"}
 }
 
 func TestChargeStopsExactlyAtBudget(t *testing.T) {
@@ -55,8 +59,8 @@ func TestChargeStopsExactlyAtBudget(t *testing.T) {
 	if n != 100 {
 		t.Fatalf("%d charges of mu = 0.1 fit in a budget of mu = 1, want exactly 100 (sqrt(100 * 0.01) = 1)", n)
 	}
-	var be *BudgetError
-	if !errors.As(last, &be) || !errors.Is(last, ErrBudget) {
+	var be *accountant.BudgetError
+	if !errors.As(last, &be) || !errors.Is(last, accountant.ErrBudget) {
 		t.Fatalf("refusal is %T %v, want *BudgetError", last, last)
 	}
 	for _, want := range []string{`scope "default"`, "spent mu = 1", "needs mu = 0.1", "budget of 1", "nothing was released"} {
@@ -84,7 +88,7 @@ func TestChargeStatusFigures(t *testing.T) {
 		t.Errorf("receipt %+v: want spent 0.6, remaining 0.8 (sqrt(1 - 0.36))", r)
 	}
 	st, _ := ReadStatus(ctx, db, "default")
-	wantEps, _ := Epsilon(0.6, 1e-5)
+	wantEps, _ := accountant.Epsilon(0.6, 1e-5)
 	if st.MuSpent != 0.6 || st.EpsilonSpent != wantEps || st.Entries != 1 {
 		t.Errorf("dp_budget_status = %+v, want mu_spent 0.6, epsilon %v", st, wantEps)
 	}
@@ -92,7 +96,7 @@ func TestChargeStatusFigures(t *testing.T) {
 	if _, err := l.Charge(ctx, gauss(0.8), nil); err != nil {
 		t.Errorf("spending exactly the remaining 0.8: %v", err)
 	}
-	if _, err := l.Charge(ctx, gauss(0.001), nil); !errors.Is(err, ErrBudget) {
+	if _, err := l.Charge(ctx, gauss(0.001), nil); !errors.Is(err, accountant.ErrBudget) {
 		t.Errorf("spending past the budget: %v", err)
 	}
 }
@@ -204,18 +208,18 @@ func TestScopesAndErrors(t *testing.T) {
 	if _, err := l.Charge(ctx, c, nil); !errors.Is(err, ErrUnknownScope) {
 		t.Errorf("unknown scope: %v", err)
 	}
-	for _, bad := range []Mechanism{{Kind: "magic"}, {Kind: KindGaussian, Mu: -1}} {
+	for _, bad := range []mechanism.Mechanism{{Kind: "magic"}, {Kind: mechanism.KindGaussian, Mu: -1}} {
 		if _, err := l.Charge(ctx, Charge{Scope: "default", Mechanism: bad}, nil); err == nil {
 			t.Errorf("charge of %+v accepted", bad)
 		}
 	}
-	if _, err := NewBudget("x", 1, 1, 1e-5); err == nil {
+	if _, err := accountant.NewBudget("x", 1, 1, 1e-5); err == nil {
 		t.Error("budget with both mu and epsilon accepted")
 	}
-	if _, err := NewBudget("x", 0, 0, 1e-5); err == nil {
+	if _, err := accountant.NewBudget("x", 0, 0, 1e-5); err == nil {
 		t.Error("zero budget accepted")
 	}
-	if _, err := NewBudget("x", 1, 0, 0); err == nil {
+	if _, err := accountant.NewBudget("x", 1, 0, 0); err == nil {
 		t.Error("delta 0 accepted")
 	}
 	if _, err := OpenLedger(":memory:"); err == nil {
@@ -230,36 +234,36 @@ func TestScopesAndErrors(t *testing.T) {
 }
 
 func TestIsBudgetExceededAndCodes(t *testing.T) {
-	be := &BudgetError{Scope: "s", Unit: "mu", Mechanism: "gaussian"}
-	capped := &BudgetError{Scope: FileScope, Unit: "mu", Mechanism: "gaussian"}
+	be := &accountant.BudgetError{Scope: "s", Unit: "mu", Mechanism: "gaussian"}
+	capped := &accountant.BudgetError{Scope: accountant.FileScope, Unit: "mu", Mechanism: "gaussian"}
 	for _, tc := range []struct {
 		err  error
 		want bool
-		code Code
+		code accountant.Code
 	}{
-		{be, true, CodeBudgetExceeded},
-		{fmt.Errorf("dp_gaussian: %w", be), true, CodeBudgetExceeded},
-		{capped, true, CodeFileCapExceeded},
+		{be, true, accountant.CodeBudgetExceeded},
+		{fmt.Errorf("dp_gaussian: %w", be), true, accountant.CodeBudgetExceeded},
+		{capped, true, accountant.CodeFileCapExceeded},
 		// Only the message, as it comes back through SQLite: no type, no
 		// code (ext.Typed recovers them through the connection).
 		{errors.New("dp_gaussian: " + be.Error()), false, ""},
 		{errors.New("dp_gaussian: mu must be > 0"), false, ""},
-		{fmt.Errorf("x: %w", ErrNeighbours), false, CodeNeighbours},
-		{fmt.Errorf("x: %w", ErrUnknownScope), false, CodeUnknownScope},
-		{fmt.Errorf("x: %w", ErrWriteConflict), false, CodeWriteConflict},
+		{fmt.Errorf("x: %w", accountant.ErrNeighbours), false, accountant.CodeNeighbours},
+		{fmt.Errorf("x: %w", ErrUnknownScope), false, accountant.CodeUnknownScope},
+		{fmt.Errorf("x: %w", ErrWriteConflict), false, accountant.CodeWriteConflict},
 		{nil, false, ""},
 	} {
-		if got := IsBudgetExceeded(tc.err); got != tc.want {
+		if got := accountant.IsBudgetExceeded(tc.err); got != tc.want {
 			t.Errorf("IsBudgetExceeded(%v) = %v", tc.err, got)
 		}
-		if got := CodeOf(tc.err); got != tc.code {
+		if got := accountant.CodeOf(tc.err); got != tc.code {
 			t.Errorf("CodeOf(%v) = %q, want %q", tc.err, got, tc.code)
 		}
-		if tc.code != "" && !errors.Is(tc.err, tc.code) && (tc.code == CodeBudgetExceeded || tc.code == CodeFileCapExceeded) {
+		if tc.code != "" && !errors.Is(tc.err, tc.code) && (tc.code == accountant.CodeBudgetExceeded || tc.code == accountant.CodeFileCapExceeded) {
 			t.Errorf("errors.Is(%v, %q) = false", tc.err, tc.code)
 		}
 	}
-	if errors.Is(be, CodeFileCapExceeded) || errors.Is(capped, CodeBudgetExceeded) {
+	if errors.Is(be, accountant.CodeFileCapExceeded) || errors.Is(capped, accountant.CodeBudgetExceeded) {
 		t.Error("a scope's refusal and the file cap's are told apart")
 	}
 }

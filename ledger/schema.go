@@ -1,13 +1,14 @@
-package accountant
+package ledger
 
 import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/dpsql/dpsql/accountant"
 )
 
 // SchemaVersion is the ledger schema this code writes, kept in the file's
@@ -78,12 +79,6 @@ var triggersSQL = func() string {
 	return b.String()
 }()
 
-// FileScope names the whole file: its row of dp_budget_status is the total
-// over every scope (they all protect the same people), and a budget created
-// for it (dp_init(mu, delta, '*'), dpsql init --file-mu) caps that total:
-// every charge must then pass both its scope's budget and the cap.
-const FileScope = "*"
-
 // statusViewSQL is dp_budget_status, derived for SQL readers; "entries"
 // counts charges only; "guarantee" is 'mu-GDP' while a scope holds only
 // Gaussian entries and '(epsilon, delta)' once it holds others: then its
@@ -122,81 +117,15 @@ FROM (SELECT 1) LEFT JOIN dp_budget c ON c.scope = '*' LEFT JOIN dp_scope_state 
 WHERE EXISTS (SELECT 1 FROM dp_budget WHERE scope <> '*');
 `
 
-// Errors the ledger returns; test them with errors.Is.
+// Errors the ledger returns; test them with errors.Is. Each also matches its
+// [accountant.Code] (errors.Is(err, accountant.CodeNoLedger)), and
+// [accountant.CodeOf] reports it.
 var (
-	ErrNoLedger      = errors.New("the database has no dpsql ledger: create one with `dpsql init DB --mu 1` or SELECT dp_init(1.0)")
-	ErrUnknownScope  = errors.New("unknown budget scope")
-	ErrBudget        = errors.New("privacy budget exceeded")
-	ErrChainBroken   = errors.New("ledger hash chain broken")
-	ErrWriteConflict = errors.New("the ledger could not be locked")
+	ErrNoLedger      = accountant.CodeNoLedger.Err("the database has no dpsql ledger: create one with `dpsql init DB --mu 1` or SELECT dp_init(1.0)")
+	ErrUnknownScope  = accountant.CodeUnknownScope.Err("unknown budget scope")
+	ErrChainBroken   = accountant.CodeChainBroken.Err("ledger hash chain broken")
+	ErrWriteConflict = accountant.CodeWriteConflict.Err("the ledger could not be locked")
 )
-
-// tolerance allows for floating-point round-off in sums of squares when a
-// budget is spent exactly (e.g. 100 spends of 0.1 against a budget of 1).
-const tolerance = 1e-12
-
-// Budget is one scope's budget.
-type Budget struct {
-	Scope      string
-	Mu         float64 // GDP budget; always set
-	Delta      float64 // delta at which epsilon figures are reported and checked
-	Epsilon    float64 // set when the scope was created from (epsilon, delta)
-	Neighbours string  // the scope's neighbour relation: AddRemove ("" means AddRemove) or ReplaceOne
-}
-
-// neighbours returns the scope's relation, AddRemove when unset.
-func (b Budget) neighbours() string {
-	if b.Neighbours == "" {
-		return AddRemove
-	}
-	return b.Neighbours
-}
-
-// NewBudget builds an add/remove budget from either mu (epsilon == 0) or
-// (epsilon, delta); set Neighbours on the result for a replace-one scope.
-func NewBudget(scope string, mu, epsilon, delta float64) (Budget, error) {
-	if scope == "" {
-		return Budget{}, errors.New("scope name must not be empty")
-	}
-	if err := checkDelta(delta); err != nil {
-		return Budget{}, err
-	}
-	b := Budget{Scope: scope, Delta: delta}
-	switch {
-	case epsilon != 0 && mu != 0:
-		return b, errors.New("give either mu or epsilon for a budget, not both")
-	case epsilon != 0:
-		m, err := Mu(epsilon, delta)
-		if err != nil {
-			return b, err
-		}
-		b.Mu, b.Epsilon = m, epsilon
-	default:
-		if err := checkMu(mu); err != nil {
-			return b, fmt.Errorf("budget: %w", err)
-		}
-		b.Mu = mu
-	}
-	return b, nil
-}
-
-func (b Budget) validate() error {
-	if b.Scope == "" {
-		return errors.New("scope name must not be empty")
-	}
-	if !finitePos(b.Mu) {
-		return errors.New("budget: mu must be positive")
-	}
-	if err := checkDelta(b.Delta); err != nil {
-		return err
-	}
-	switch b.Neighbours {
-	case "", AddRemove, ReplaceOne:
-	default:
-		return fmt.Errorf("budget: unknown neighbours %q (want %q or %q)", b.Neighbours, AddRemove, ReplaceOne)
-	}
-	return nil
-}
 
 // budgetRecord is the params of a budget event in dp_ledger.
 type budgetRecord struct {
@@ -210,12 +139,12 @@ type budgetRecord struct {
 	CreatedAt string `json:"created_at,omitempty"` // of a migrated budget
 }
 
-func (r budgetRecord) budget(scope string) Budget {
-	return Budget{Scope: scope, Mu: r.MuBudget, Delta: r.Delta, Epsilon: r.EpsilonBudget, Neighbours: r.Neighbours}
+func (r budgetRecord) budget(scope string) accountant.Budget {
+	return accountant.Budget{Scope: scope, Mu: r.MuBudget, Delta: r.Delta, Epsilon: r.EpsilonBudget, Neighbours: r.Neighbours}
 }
 
-func recordOf(b Budget) budgetRecord {
-	return budgetRecord{MuBudget: b.Mu, Delta: b.Delta, EpsilonBudget: b.Epsilon, Neighbours: b.neighbours()}
+func recordOf(b accountant.Budget) budgetRecord {
+	return budgetRecord{MuBudget: b.Mu, Delta: b.Delta, EpsilonBudget: b.Epsilon, Neighbours: b.Relation()}
 }
 
 // ledgerConn is what writing the ledger needs: a *sql.Conn or *sql.Tx.
@@ -227,8 +156,8 @@ type ledgerConn interface {
 // Init creates the ledger schema (if absent; a version-0 ledger is upgraded)
 // and the budget scope b, recorded as a budget event in the hash chain and in
 // dp_budget. Creating a scope that already exists is an error.
-func Init(ctx context.Context, db *sql.DB, b Budget) error {
-	if err := b.validate(); err != nil {
+func Init(ctx context.Context, db *sql.DB, b accountant.Budget) error {
+	if err := b.Validate(); err != nil {
 		return err
 	}
 	conn, err := db.Conn(ctx)
@@ -264,7 +193,7 @@ func Init(ctx context.Context, db *sql.DB, b Budget) error {
 	if err != nil {
 		return fmt.Errorf("creating scope %q: the ledger cannot be accounted: %w", b.Scope, err)
 	}
-	if err := writeStates(ctx, conn, fs, FileScope); err != nil {
+	if err := writeStates(ctx, conn, fs, accountant.FileScope); err != nil {
 		return fmt.Errorf("creating scope %q: %w", b.Scope, err)
 	}
 	if _, err := conn.ExecContext(ctx, `COMMIT`); err != nil {
@@ -275,14 +204,14 @@ func Init(ctx context.Context, db *sql.DB, b Budget) error {
 }
 
 // createScope inserts b into dp_budget and appends its budget event.
-func createScope(ctx context.Context, x ledgerConn, b Budget) error {
+func createScope(ctx context.Context, x ledgerConn, b accountant.Budget) error {
 	var eps any
 	if b.Epsilon > 0 {
 		eps = b.Epsilon
 	}
 	at := now()
 	_, err := x.ExecContext(ctx, `INSERT INTO dp_budget(scope, mu_budget, delta, created_at, epsilon_budget, neighbours) VALUES (?, ?, ?, ?, ?, ?)`,
-		b.Scope, b.Mu, b.Delta, at, eps, b.neighbours())
+		b.Scope, b.Mu, b.Delta, at, eps, b.Relation())
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE") {
 			return fmt.Errorf("scope %q already has a budget; budgets cannot be changed, create a new scope", b.Scope)

@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"database/sql"
@@ -50,7 +50,6 @@ func TestLedgerOverHostSQL(t *testing.T) {
 		"AddRemoveCapRefusesReplaceOne": TestAddRemoveCapRefusesReplaceOne,
 		"NewScopeKeepsTotalVerifiable":  TestNewScopeKeepsTotalVerifiable,
 		"UpgradeVersion0File":           TestUpgradeVersion0File,
-		"NoiseKindsAccounting":          TestNoiseKindsAccounting,
 		"VerifyNoisePayload":            TestVerifyNoisePayload,
 		"ChargeQuote":                   TestChargeQuote,
 		"SecondBudgetEventRefused":      TestSecondBudgetEventRefused,

@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"context"
@@ -10,6 +10,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/dpsql/dpsql/accountant"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // The fixtures testdata/ledger_v1*.db were written
@@ -20,7 +24,7 @@ import (
 // re-accounting to the same figures. Regenerate (only on purpose, when the
 // format changes) with
 //
-//	DPSQL_WRITE_LEDGER_FIXTURE=1 go test ./accountant -run TestLedgerV1Fixture
+//	DPSQL_WRITE_LEDGER_FIXTURE=1 go test ./ledger -run TestLedgerV1Fixture
 const fixtureFigures = "testdata/ledger_v1.json"
 
 // fixtureFigures is what the fixture's accounting gave when it was written.
@@ -67,61 +71,61 @@ func (f *jsonFloat) UnmarshalJSON(b []byte) error {
 // row of every kind in add/remove scopes, ledger_v1_rows.db a replace-one
 // scope (one file's total has one relation, which refuses the other's
 // per-row kinds) and ledger_v1_cap.db add/remove scopes under the file's cap.
-var fixtureFiles = map[string]func(t *testing.T) ([]Budget, []Charge){
-	"ledger_v1.db": func(t *testing.T) ([]Budget, []Charge) {
+var fixtureFiles = map[string]func(t *testing.T) ([]accountant.Budget, []Charge){
+	"ledger_v1.db": func(t *testing.T) ([]accountant.Budget, []Charge) {
 		a := math.Log1p(math.Expm1(1)/(2*1e-8)) * (1 + 1e-6)
-		ws, sha := EncodeGridWeights(uniformWeights(100))
-		count := Mechanism{Kind: KindGaussian, Mu: 0.05, Sensitivity: 1, Sigma: 20}
-		comp, err := Composite(count, Mechanism{Kind: KindSubsampledGaussian, Q: 64.0 / 60000, Sigma: 0.9, Steps: 2000})
+		ws, sha := mechanism.EncodeGridWeights(uniformWeights(100))
+		count := mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.05, Sensitivity: 1, Sigma: 20}
+		comp, err := mechanism.Composite(count, mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 64.0 / 60000, Sigma: 0.9, Steps: 2000})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []Budget{mustBudget(t, "default", 6, 0, 1e-5), mustBudget(t, "eps", 0, 8, 1e-6), mustBudget(t, "grid", 3, 0, 0.05)},
+		return []accountant.Budget{mustBudget(t, "default", 6, 0, 1e-5), mustBudget(t, "eps", 0, 8, 1e-6), mustBudget(t, "grid", 3, 0, 0.05)},
 			[]Charge{
-				{Scope: "default", Mechanism: Mechanism{Kind: KindGaussian, Mu: 0.5}, Details: map[string]any{"noise_tv": 1e-12, "dim": 3}},
-				{Scope: "default", Mechanism: Mechanism{Kind: KindGaussian, Sensitivity: 2, Sigma: 8, Steps: 3}},
-				{Scope: "default", Mechanism: Mechanism{Kind: KindExternal, Mu: 0.3}, Details: map[string]any{"note": "training run 7"}},
-				{Scope: "default", Mechanism: Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1.2, Steps: 500}},
-				{Scope: "default", Mechanism: Mechanism{Kind: KindLaplace, Sensitivity: 1, Epsilon: 0.2},
+				{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.5}, Details: map[string]any{"noise_tv": 1e-12, "dim": 3}},
+				{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussian, Sensitivity: 2, Sigma: 8, Steps: 3}},
+				{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindExternal, Mu: 0.3}, Details: map[string]any{"note": "training run 7"}},
+				{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 1.2, Steps: 500}},
+				{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: 0.2},
 					Details: map[string]any{"grid": 1.0 / 1024, "sensitivity_requested": 1, "noise_tv": 1e-13}},
-				{Scope: "default", Mechanism: Mechanism{Kind: KindTruncatedLaplace, Sensitivity: 1, Sigma: 1, Support: a, Epsilon: 1, Delta: 1e-8},
+				{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindTruncatedLaplace, Sensitivity: 1, Sigma: 1, Support: a, Epsilon: 1, Delta: 1e-8},
 					Details: map[string]any{"grid": 1.0 / 1024, "sensitivity_requested": 1, "delta_requested": 1e-8}},
-				{Scope: "default", Mechanism: Mechanism{Kind: KindGaussianInf, Mu: 0.4, Delta: 1e-7}, Details: map[string]any{"table": "t", "privacy_unit": "uid"}},
+				{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussianInf, Mu: 0.4, Delta: 1e-7}, Details: map[string]any{"table": "t", "privacy_unit": "uid"}},
 				{Scope: "default", Mechanism: comp, Details: map[string]any{
 					"into": "mixed", "n": 60000, "n_source": "noisy_count", "d": 784, "K": 10, "T": 2000, "m": 64,
 					"sampling": "poisson", "lambda": 1, "cx": 1, "cy": 1, "sigma_x": 0.9, "sigma_y": 0.9, "sigma_applied": 0.9,
 					"mu_clt": 1.1, "target_epsilon": 4, "target_delta": 1e-5, "noise_tv": 1e-9, "n_noisy": 60001.3, "mu_n": 0.05}},
-				{Scope: "eps", Mechanism: Mechanism{Kind: KindGaussian, Mu: 0.7}},
-				{Scope: "eps", Mechanism: Mechanism{Kind: KindSubsampledGaussian, Q: 0.02, Sigma: 1.5, Steps: 100, Neighbours: AddRemove}},
-				{Scope: "grid", Mechanism: Mechanism{Kind: KindOptNoise, Weights: ws, WeightsSHA256: sha, Shifts: 1, Delta: 0.01}},
-				{Scope: "grid", Mechanism: Mechanism{Kind: KindGaussian, Mu: 0.5}},
+				{Scope: "eps", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.7}},
+				{Scope: "eps", Mechanism: mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.02, Sigma: 1.5, Steps: 100, Neighbours: mechanism.AddRemove}},
+				{Scope: "grid", Mechanism: mechanism.Mechanism{Kind: mechanism.KindOptNoise, Weights: ws, WeightsSHA256: sha, Shifts: 1, Delta: 0.01}},
+				{Scope: "grid", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.5}},
 			}
 	},
-	"ledger_v1_rows.db": func(t *testing.T) ([]Budget, []Charge) {
+	"ledger_v1_rows.db": func(t *testing.T) ([]accountant.Budget, []Charge) {
 		ro := mustBudget(t, "rows", 4, 0, 1e-6)
-		ro.Neighbours = ReplaceOne
-		return []Budget{ro}, []Charge{
-			{Scope: "rows", Mechanism: Mechanism{Kind: KindGaussian, Mu: 1.2, Neighbours: ReplaceOne},
+		ro.Neighbours = mechanism.ReplaceOne
+		return []accountant.Budget{ro}, []Charge{
+			{Scope: "rows", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 1.2, Neighbours: mechanism.ReplaceOne},
 				Details: map[string]any{"into": "selected", "mu_select": 0.3, "mu_release": 1, "sigma_release": 2}},
-			{Scope: "rows", Mechanism: Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 2, Steps: 200, Neighbours: ReplaceOne}},
-			{Scope: "rows", Mechanism: Mechanism{Kind: KindGaussian, Mu: 0.2}}, // add/remove, converted
-			{Scope: "rows", Mechanism: Mechanism{Kind: KindLaplace, Sensitivity: 1, Epsilon: 0.1}},
-			{Scope: "rows", Mechanism: Mechanism{Kind: KindSubsampledGaussian, Q: 0.02, Sigma: 1.5, Steps: 50}}, // add/remove, accounted replace-one
+			{Scope: "rows", Mechanism: mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 2, Steps: 200, Neighbours: mechanism.ReplaceOne}},
+			{Scope: "rows", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.2}}, // add/remove, converted
+			{Scope: "rows", Mechanism: mechanism.Mechanism{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: 0.1}},
+			{Scope: "rows", Mechanism: mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.02, Sigma: 1.5, Steps: 50}}, // add/remove, accounted replace-one
 		}
 	},
-	"ledger_v1_cap.db": func(t *testing.T) ([]Budget, []Charge) {
-		return []Budget{mustBudget(t, "a", 2, 0, 1e-5), mustBudget(t, "b", 0, 3, 1e-6), mustBudget(t, FileScope, 1.5, 0, 1e-5)},
+	"ledger_v1_cap.db": func(t *testing.T) ([]accountant.Budget, []Charge) {
+		return []accountant.Budget{mustBudget(t, "a", 2, 0, 1e-5), mustBudget(t, "b", 0, 3, 1e-6), mustBudget(t, accountant.FileScope, 1.5, 0, 1e-5)},
 			[]Charge{
-				{Scope: "a", Mechanism: Mechanism{Kind: KindGaussian, Mu: 0.6}},
-				{Scope: "b", Mechanism: Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1.1, Steps: 300}},
-				{Scope: "a", Mechanism: Mechanism{Kind: KindLaplace, Sensitivity: 1, Epsilon: 0.15}},
-				{Scope: "b", Mechanism: Mechanism{Kind: KindGaussian, Sensitivity: 1, Sigma: 4}},
+				{Scope: "a", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.6}},
+				{Scope: "b", Mechanism: mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 1.1, Steps: 300}},
+				{Scope: "a", Mechanism: mechanism.Mechanism{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: 0.15}},
+				{Scope: "b", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussian, Sensitivity: 1, Sigma: 4}},
 			}
 	},
 }
 
 // writeLedgerFixture creates budgets and charges in a fresh file at path.
-func writeLedgerFixture(t *testing.T, path string, budgets []Budget, charges []Charge) {
+func writeLedgerFixture(t *testing.T, path string, budgets []accountant.Budget, charges []Charge) {
 	ctx := context.Background()
 	l, err := OpenLedger(path)
 	if err != nil {
@@ -183,11 +187,11 @@ func fixtureFiguresOf(t *testing.T, path string) fixtureGolden {
 		if r.Kind != EventCharge {
 			continue
 		}
-		m, err := ParseMechanism([]byte(r.Params))
+		m, err := mechanism.Parse([]byte(r.Params))
 		if err != nil {
 			t.Fatalf("row %d: %v", r.ID, err)
 		}
-		eps, err := RigorousEpsilon([]Mechanism{m}, 1e-2)
+		eps, err := accountant.RigorousEpsilon([]mechanism.Mechanism{m}, 1e-2)
 		if err != nil {
 			t.Fatalf("row %d: %v", r.ID, err)
 		}
@@ -241,7 +245,7 @@ func TestLedgerV1Fixture(t *testing.T) {
 		for _, r := range got.Rows {
 			kinds[r.Kind] = true
 		}
-		if st, ok := got.Scopes[FileScope]; ok && !math.IsInf(float64(st.MuRemaining), 1) {
+		if st, ok := got.Scopes[accountant.FileScope]; ok && !math.IsInf(float64(st.MuRemaining), 1) {
 			capped = true
 		}
 		same := func(x, y jsonFloat) bool {
@@ -264,7 +268,7 @@ func TestLedgerV1Fixture(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{KindGaussian, KindSubsampledGaussian, KindLaplace, KindTruncatedLaplace, KindOptNoise, KindGaussianInf, KindComposite, KindExternal} {
+	for _, k := range []string{mechanism.KindGaussian, mechanism.KindSubsampledGaussian, mechanism.KindLaplace, mechanism.KindTruncatedLaplace, mechanism.KindOptNoise, mechanism.KindGaussianInf, mechanism.KindComposite, mechanism.KindExternal} {
 		if !kinds[k] {
 			t.Errorf("the fixtures hold no %s row", k)
 		}

@@ -1,10 +1,14 @@
-package accountant
+package ledger
 
 import (
 	"context"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/dpsql/dpsql/accountant"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // forget drops the ledger's memo, as a fresh process starts without one.
@@ -21,14 +25,14 @@ func TestCopiedInCheaperStateCannotLetAChargeThrough(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := l.Charge(ctx, subsampled(0.01, 0.7, 120), nil); !errors.Is(err, ErrBudget) {
+	if _, err := l.Charge(ctx, subsampled(0.01, 0.7, 120), nil); !errors.Is(err, accountant.ErrBudget) {
 		t.Fatalf("second release: %v, want a refusal", err)
 	}
 	if _, err := Verify(ctx, db); err != nil {
 		t.Fatalf("intact ledger: %v", err)
 	}
 	// A composition of one tiny Gaussian, bound to the real last row.
-	cheap, err := (Composition{}).Add(Mechanism{Kind: KindGaussian, Mu: 0.01})
+	cheap, err := (accountant.Composition{}).Add(mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.01})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +44,7 @@ func TestCopiedInCheaperStateCannotLetAChargeThrough(t *testing.T) {
 		if fresh {
 			l.forget() // another process, which never saw this scope
 		}
-		if _, err := l.Charge(ctx, subsampled(0.01, 0.7, 120), nil); !errors.Is(err, ErrBudget) {
+		if _, err := l.Charge(ctx, subsampled(0.01, 0.7, 120), nil); !errors.Is(err, accountant.ErrBudget) {
 			t.Errorf("after copying in a cheaper state (fresh process %v): %v, want a refusal", fresh, err)
 		}
 	}
@@ -67,7 +71,7 @@ func TestRaisedBudgetCannotLetAChargeThrough(t *testing.T) {
 			}
 		}
 		l.forget()
-		if _, err := l.Charge(ctx, gauss(5), nil); !errors.Is(err, ErrBudget) {
+		if _, err := l.Charge(ctx, gauss(5), nil); !errors.Is(err, accountant.ErrBudget) {
 			t.Errorf("mu = 5 against a budget of 1 raised to 100 in dp_budget: %v, want a refusal", err)
 		}
 		_, err := Verify(ctx, db)

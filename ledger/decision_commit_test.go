@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"context"
@@ -6,6 +6,11 @@ import (
 	"math"
 	"sync"
 	"testing"
+
+	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/internal/tally"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // otherProcess returns a ledger connection to path with its own memo, as
@@ -53,7 +58,7 @@ func TestCommitDecidesAgainAfterAnotherProcessCharged(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = l.Commit(ctx, d, nil)
-	var be *BudgetError
+	var be *accountant.BudgetError
 	if !errors.As(err, &be) {
 		t.Fatalf("commit of a decision made before another process spent 0.8 of mu = 1: got %v, want a budget refusal", err)
 	}
@@ -73,7 +78,7 @@ func TestCommitReusesDecisionOnlyAtItsHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.st.muRemaining = mark
+	d.st.MuRemaining = mark
 	rc, err := l.Commit(ctx, d, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +90,7 @@ func TestCommitReusesDecisionOnlyAtItsHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.st.muRemaining = mark
+	d.st.MuRemaining = mark
 	if _, err := otherProcess(t, path).Charge(ctx, gauss(1), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +111,7 @@ func TestDecideRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Commit(ctx, d, nil); !IsBudgetExceeded(err) {
+	if _, err := l.Commit(ctx, d, nil); !accountant.IsBudgetExceeded(err) {
 		t.Errorf("mu 2 in a budget of 1: %v, want a budget refusal", err)
 	}
 	if _, err := l.Decide(ctx, gauss(-1)); err == nil {
@@ -152,7 +157,7 @@ func TestConcurrentDecisionsNeverOverspend(t *testing.T) {
 		switch {
 		case err == nil:
 			ok++
-		case !IsBudgetExceeded(err):
+		case !accountant.IsBudgetExceeded(err):
 			t.Errorf("analyst %d: %v, want a budget refusal or success", i, err)
 		}
 	}
@@ -170,7 +175,7 @@ func TestDecideAheadFillsTheMemo(t *testing.T) {
 	ctx := context.Background()
 	l, _, path := newLedger(t, mustBudget(t, "default", 10, 0, 1e-5))
 	sub := func(sigma float64) Charge {
-		return Charge{Scope: "default", Mechanism: Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: sigma, Steps: 500}, Details: map[string]any{"noise_tv": 1e-30}}
+		return Charge{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: sigma, Steps: 500}, Details: map[string]any{"noise_tv": 1e-30}}
 	}
 	d, err := l.Decide(ctx, sub(1.5))
 	if err != nil {
@@ -179,11 +184,11 @@ func TestDecideAheadFillsTheMemo(t *testing.T) {
 	if !d.Ready() {
 		t.Fatal("Decide made no decision on a fresh ledger")
 	}
-	before := certifiedSearches.Load()
+	before := tally.CertifiedSearches.Load()
 	if _, err := l.Charge(ctx, sub(1.5), nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := certifiedSearches.Load() - before; n != 0 {
+	if n := tally.CertifiedSearches.Load() - before; n != 0 {
 		t.Errorf("the charge ran %d certified-epsilon searches after Decide, want 0 (memo hit)", n)
 	}
 	// Another process charges: the next charge composes with more spend,
@@ -191,11 +196,11 @@ func TestDecideAheadFillsTheMemo(t *testing.T) {
 	if _, err := otherProcess(t, path).Charge(ctx, gauss(1), nil); err != nil {
 		t.Fatal(err)
 	}
-	before = certifiedSearches.Load()
+	before = tally.CertifiedSearches.Load()
 	if _, err := l.Charge(ctx, sub(1.5), nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := certifiedSearches.Load() - before; n == 0 {
+	if n := tally.CertifiedSearches.Load() - before; n == 0 {
 		t.Error("a charge at a new head found its certified epsilon in the memo without a search")
 	}
 }

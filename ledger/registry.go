@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"database/sql"
@@ -71,7 +71,7 @@ func LedgerDSN(path string) string {
 // [LedgerDSN].
 func DefaultOpener(path string) (*sql.DB, error) {
 	if !slices.Contains(sql.Drivers(), LedgerDriver) {
-		return nil, fmt.Errorf("the ledger needs the database/sql driver %q, which this program does not link: import github.com/dpsql/dpsql/ext (or github.com/mattn/go-sqlite3), or set an accountant.Opener", LedgerDriver)
+		return nil, fmt.Errorf("the ledger needs the database/sql driver %q, which this program does not link: import github.com/dpsql/dpsql/ext (or github.com/mattn/go-sqlite3), or set a ledger.Opener", LedgerDriver)
 	}
 	return sql.Open(LedgerDriver, LedgerDSN(path))
 }

@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 // The ledger's default driver, and the one the tests open files with.
 import _ "github.com/mattn/go-sqlite3"

@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"context"
@@ -7,6 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/dpsql/dpsql/accountant"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // copyFixture copies testdata/ledger_v0.db, written by the schema-version-0
@@ -67,7 +71,7 @@ func TestUpgradeVersion0File(t *testing.T) {
 			t.Errorf("scope %s: recomputed %+v, the old file says %+v", old.Scope, got, old)
 		}
 	}
-	if _, err := l.Charge(ctx, Charge{Scope: "default", Mechanism: Mechanism{Kind: KindGaussian, Mu: 0.1}}, nil); err != nil {
+	if _, err := l.Charge(ctx, Charge{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.1}}, nil); err != nil {
 		t.Fatalf("first charge (upgrades the file): %v", err)
 	}
 	if v, _, _ := schemaVersion(ctx, db); v != SchemaVersion {
@@ -103,9 +107,9 @@ func TestUpgradeVersion0File(t *testing.T) {
 		if b.Mu != old.MuBudget || b.Delta != old.Delta || b.Epsilon != old.EpsilonBudget.Float64 {
 			t.Errorf("scope %s: budget event %+v, old dp_budget %+v", old.Scope, b, old)
 		}
-		want := AddRemove
+		want := mechanism.AddRemove
 		if old.Scope == "rows" {
-			want = ReplaceOne
+			want = mechanism.ReplaceOne
 		}
 		if b.Neighbours != want {
 			t.Errorf("scope %s: neighbours %q, want %q", old.Scope, b.Neighbours, want)
@@ -123,7 +127,7 @@ func TestUpgradeVersion0File(t *testing.T) {
 		}
 	}
 	// The file's total: every charge, in replace-one terms (scope rows is).
-	if tot := after[len(after)-1]; len(after) != 4 || tot.Scope != FileScope || tot.Entries != 7 || tot.Neighbours != ReplaceOne ||
+	if tot := after[len(after)-1]; len(after) != 4 || tot.Scope != accountant.FileScope || tot.Entries != 7 || tot.Neighbours != mechanism.ReplaceOne ||
 		!tot.EpsilonRigorous.Valid || !math.IsInf(tot.MuBudget, 1) {
 		t.Errorf("statuses after the upgrade: %+v", after)
 	}

@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"context"
@@ -6,10 +6,14 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/dpsql/dpsql/accountant"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 func subsampled(q, sigma float64, steps int) Charge {
-	return Charge{Scope: "default", Mechanism: Mechanism{Kind: KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps}}
+	return Charge{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps}}
 }
 
 func TestMixedScopeUsesRigorousAccountant(t *testing.T) {
@@ -23,7 +27,7 @@ func TestMixedScopeUsesRigorousAccountant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := RigorousEpsilon([]Mechanism{{Kind: KindGaussian, Mu: 0.3}, {Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 0.7, Steps: 120}}, 1e-5)
+	want, err := accountant.RigorousEpsilon([]mechanism.Mechanism{{Kind: mechanism.KindGaussian, Mu: 0.3}, {Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 0.7, Steps: 120}}, 1e-5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +44,7 @@ func TestMixedScopeUsesRigorousAccountant(t *testing.T) {
 	}
 	// The same release again would go past epsilon = 3: refused in epsilon units.
 	_, err = l.Charge(ctx, subsampled(0.01, 0.7, 120), nil)
-	var be *BudgetError
+	var be *accountant.BudgetError
 	if !errors.As(err, &be) || be.Unit != "epsilon" || !strings.Contains(err.Error(), "at delta = 1e-05") {
 		t.Fatalf("over-budget subsampled charge: %v", err)
 	}
@@ -70,5 +74,30 @@ func TestUnaccountableLedgerRowRefuses(t *testing.T) {
 	_, err := l.Charge(ctx, subsampled(0.01, 1, 10), nil)
 	if err == nil || !strings.Contains(err.Error(), "cannot be re-accounted") {
 		t.Errorf("charge after an unaccountable row: %v", err)
+	}
+}
+
+// TestLedgerTinyDeltaManyCharges charges alternating releases through the
+// ledger into a delta = 1e-9 scope: all are accepted (the old accountant
+// refused the 26th or so with a round-off error).
+func TestLedgerTinyDeltaManyCharges(t *testing.T) {
+	ctx := context.Background()
+	l, _, _ := newLedger(t, mustBudget(t, "default", 0, 3, 1e-9))
+	n := 120
+	if testing.Short() {
+		n = 40
+	}
+	for i := range n {
+		m := mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.002}
+		if i%2 == 1 {
+			m = mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.001, Sigma: 2, Steps: 10}
+		}
+		r, err := l.Charge(ctx, Charge{Scope: "default", Mechanism: m}, nil)
+		if err != nil {
+			t.Fatalf("charge %d: %v", i+1, err)
+		}
+		if i > 0 && !r.Rigorous {
+			t.Fatalf("charge %d not decided rigorously", i+1)
+		}
 	}
 }

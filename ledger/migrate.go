@@ -1,9 +1,12 @@
-package accountant
+package ledger
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // migrateV0 upgrades a version-0 ledger (the first release's schema) to
@@ -50,8 +53,8 @@ func migrateV0(ctx context.Context, x ledgerConn) error {
 	}
 	replace := map[string]bool{}
 	for _, r := range rows {
-		var m Mechanism
-		if json.Unmarshal([]byte(r.Params), &m) == nil && m.Neighbours == ReplaceOne {
+		var m mechanism.Mechanism
+		if json.Unmarshal([]byte(r.Params), &m) == nil && m.Neighbours == mechanism.ReplaceOne {
 			replace[r.Scope] = true
 		}
 	}
@@ -64,7 +67,7 @@ func migrateV0(ctx context.Context, x ledgerConn) error {
 			return fail(err)
 		}
 		for s := range replace {
-			if _, err := x.ExecContext(ctx, `UPDATE dp_budget SET neighbours = ? WHERE scope = ?`, ReplaceOne, s); err != nil {
+			if _, err := x.ExecContext(ctx, `UPDATE dp_budget SET neighbours = ? WHERE scope = ?`, mechanism.ReplaceOne, s); err != nil {
 				return fail(err)
 			}
 		}
@@ -115,7 +118,7 @@ func migrateV0(ctx context.Context, x ledgerConn) error {
 	if err != nil {
 		return fail(err)
 	}
-	if err := writeStates(ctx, x, fs, append(sortedScopes(fs), FileScope)...); err != nil {
+	if err := writeStates(ctx, x, fs, append(sortedScopes(fs), accountant.FileScope)...); err != nil {
 		return fail(err)
 	}
 	_, err = x.ExecContext(ctx, `PRAGMA user_version = 1`)

@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"context"
@@ -10,13 +10,15 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/dpsql/dpsql/accountant"
+
 	"github.com/dpsql/dpsql/mechanism"
 )
 
 // Charge describes one spend.
 type Charge struct {
 	Scope     string
-	Mechanism Mechanism
+	Mechanism mechanism.Mechanism
 	// Details is the release's params record (a struct of package
 	// mechanism, such as mechanism.Gaussian; nil for none), recorded in the
 	// row's params beside the mechanism. It must encode as a JSON object.
@@ -25,7 +27,9 @@ type Charge struct {
 	// Quote, if set, is what is charged: its mechanism (Mechanism must then
 	// be unset or equal), its record (params record, noise_tv, quoted
 	// figures) beside Details, and it must have been priced at the scope's
-	// delta. See QuoteCharge.
+	// delta (a charge of another delta is refused). The budget is decided
+	// on the mechanism itself, composed with the scope's entries: the
+	// quoted epsilon is recorded, never trusted.
 	Quote *mechanism.Quote
 }
 
@@ -41,47 +45,6 @@ type Receipt struct {
 	Rigorous    bool // Epsilon comes from the PLD accountant
 	Params      map[string]any
 }
-
-// BudgetError explains a refused charge.
-type BudgetError struct {
-	Scope               string
-	Spent, Need, Budget float64 // in mu, or epsilon when Unit == "epsilon"
-	Unit                string
-	Delta               float64
-	AfterWouldBe        float64
-	Mechanism           string
-	NoiseTV             float64 // the scope's samplers' total-variation bound, paid from Delta
-}
-
-func (e *BudgetError) Error() string {
-	if e.Scope == FileScope {
-		return fmt.Sprintf("privacy budget exceeded for the whole file (scope %q, the owner's cap on the total over every scope): spent %s = %.6g, this %s call needs %s = %.6g, which would bring the total to %.6g, over the cap of %.6g%s; nothing was released",
-			e.Scope, e.Unit, e.Spent, e.Mechanism, e.Unit, e.Need, e.AfterWouldBe, e.Budget, e.deltaNote())
-	}
-	return fmt.Sprintf("privacy budget exceeded in scope %q: spent %s = %.6g, this %s call needs %s = %.6g, which would bring the total to %.6g, over the budget of %.6g%s; nothing was released",
-		e.Scope, e.Unit, e.Spent, e.Mechanism, e.Unit, e.Need, e.AfterWouldBe, e.Budget, e.deltaNote())
-}
-
-func (e *BudgetError) deltaNote() string {
-	switch {
-	case e.Unit == "epsilon" && e.NoiseTV > 0:
-		return fmt.Sprintf(" (at delta = %g, of which (1 + e^epsilon) %g pays the samplers' total-variation bound noise_tv)", e.Delta, e.NoiseTV)
-	case e.Unit == "epsilon":
-		return fmt.Sprintf(" (at delta = %g)", e.Delta)
-	}
-	return ""
-}
-
-// IsBudgetExceeded reports whether err is a refusal for lack of budget (of
-// its scope or of the file's cap). An error that crossed SQLite carries its
-// type only once recovered through its connection (ext.Typed); its message
-// is never parsed.
-func IsBudgetExceeded(err error) bool {
-	return errors.Is(err, ErrBudget)
-}
-
-// Unwrap lets errors.Is(err, ErrBudget) match.
-func (e *BudgetError) Unwrap() error { return ErrBudget }
 
 // Charge checks the scope's budget, appends the ledger row and runs release, all
 // in one IMMEDIATE transaction that is committed before Charge returns. release
@@ -111,7 +74,7 @@ type Decision struct {
 	// Set once decided at head fs.head (fs nil: not decided, or the
 	// decision failed and Commit decides again).
 	fs      *fileState
-	st, tot checked
+	st, tot accountant.Checked
 }
 
 // newDecision validates c (the checks that do not depend on the chain).
@@ -174,8 +137,8 @@ func (l *Ledger) Commit(ctx context.Context, d *Decision, release func(tx *sql.T
 // total checks); on success d holds fs and the figures.
 func (d *Decision) decideAt(fs *fileState) error {
 	c := d.c
-	if c.Scope == FileScope {
-		return fmt.Errorf("scope %q is the whole file's total, not a scope to charge: charge one of its scopes", FileScope)
+	if c.Scope == accountant.FileScope {
+		return fmt.Errorf("scope %q is the whole file's total, not a scope to charge: charge one of its scopes", accountant.FileScope)
 	}
 	sc, err := fs.scope(c.Scope)
 	if err != nil {
@@ -184,7 +147,7 @@ func (d *Decision) decideAt(fs *fileState) error {
 	if c.Quote != nil && c.Quote.Delta != sc.budget.Delta {
 		return fmt.Errorf("the release was quoted at delta %g, but scope %q reports and checks at delta %g; nothing was charged: quote it again at the scope's delta", c.Quote.Delta, c.Scope, sc.budget.Delta)
 	}
-	acc, err := inScope(c.Scope, sc.budget.Neighbours, c.Mechanism)
+	acc, err := accountant.InScope(c.Scope, sc.budget.Neighbours, c.Mechanism)
 	if err != nil {
 		return err
 	}
@@ -192,17 +155,17 @@ func (d *Decision) decideAt(fs *fileState) error {
 	if err != nil {
 		return err
 	}
-	st, err := decide(sc.budget, sc.spend, acc, tv)
+	st, err := accountant.Decide(sc.budget, sc.spend, acc, tv)
 	if err != nil {
 		return err
 	}
 	// Every scope protects the same people: the charge must also fit the
 	// file's total (decided only when the owner capped it).
-	accT, err := inScope(FileScope, fs.total.budget.Neighbours, c.Mechanism)
+	accT, err := accountant.InScope(accountant.FileScope, fs.total.budget.Neighbours, c.Mechanism)
 	if err != nil {
 		return err
 	}
-	tot, err := decide(fs.total.budget, fs.total.spend, accT, tv)
+	tot, err := accountant.Decide(fs.total.budget, fs.total.spend, accT, tv)
 	if err != nil {
 		return err
 	}
@@ -278,15 +241,15 @@ func (l *Ledger) commit(ctx context.Context, d *Decision, release func(tx *sql.T
 	if err := writeScopeState(ctx, tx, c.Scope, row.ID, st); err != nil {
 		return Receipt{}, err
 	}
-	if err := writeScopeState(ctx, tx, FileScope, row.ID, tot); err != nil {
+	if err := writeScopeState(ctx, tx, accountant.FileScope, row.ID, tot); err != nil {
 		return Receipt{}, err
 	}
 	if err := tx.Commit(); err != nil {
 		return Receipt{}, fmt.Errorf("committing the charge: %w", err)
 	}
 	l.remember(fs.after(st, tot, row))
-	return Receipt{ID: row.ID, Scope: c.Scope, Mu: st.newMu, MuSpent: st.muAfter, MuRemaining: st.muRemaining,
-		Epsilon: st.epsilon, Delta: st.budget.Delta, Rigorous: st.rigorous, Params: params}, nil
+	return Receipt{ID: row.ID, Scope: c.Scope, Mu: st.Mu, MuSpent: st.MuAfter, MuRemaining: st.MuRemaining,
+		Epsilon: st.Epsilon, Delta: st.Budget.Delta, Rigorous: st.Rigorous, Params: params}, nil
 }
 
 // withQuote returns c with its quote's mechanism in place, and details with
@@ -331,15 +294,15 @@ func noiseTVOf(details map[string]any) (float64, error) {
 
 // writeScopeState records a scope's figures after the charge in row id in
 // dp_scope_state, for SQL readers; no charge reads them.
-func writeScopeState(ctx context.Context, tx *sql.Tx, scope string, id int64, st checked) error {
+func writeScopeState(ctx context.Context, tx *sql.Tx, scope string, id int64, st accountant.Checked) error {
 	var rig any
-	if st.rigorous {
-		rig = st.epsilon
+	if st.Rigorous {
+		rig = st.Epsilon
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO dp_scope_state(scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous, pld)
 		VALUES (?,?,?,?,?,?,NULL) ON CONFLICT(scope) DO UPDATE SET through_id=excluded.through_id, mu_spent=excluded.mu_spent,
 		mu_remaining=excluded.mu_remaining, epsilon_spent=excluded.epsilon_spent, epsilon_rigorous=excluded.epsilon_rigorous, pld=NULL`,
-		scope, id, st.muAfter, st.muRemaining, st.epsGDP, rig); err != nil {
+		scope, id, st.MuAfter, st.MuRemaining, st.EpsilonGDP, rig); err != nil {
 		return fmt.Errorf("updating dp_scope_state: %w", err)
 	}
 	return nil
@@ -402,42 +365,42 @@ type Queryer interface {
 // LoadBudget reads one scope's budget from its latest budget event in the
 // chain (from dp_budget in a version-0 file, which has none). It does not
 // check the chain; the charge path does (see state.go).
-func LoadBudget(ctx context.Context, q Queryer, scope string) (Budget, error) {
+func LoadBudget(ctx context.Context, q Queryer, scope string) (accountant.Budget, error) {
 	v, has, err := schemaVersion(ctx, q)
 	if err != nil {
-		return Budget{}, err
+		return accountant.Budget{}, err
 	}
 	if !has {
-		return Budget{}, ErrNoLedger
+		return accountant.Budget{}, ErrNoLedger
 	}
 	if v == 0 {
 		bs, err := tableBudgets(ctx, q)
 		if err != nil {
-			return Budget{}, err
+			return accountant.Budget{}, err
 		}
 		if b, ok := bs[scope]; ok {
 			return b, nil
 		}
-		return Budget{}, unknownScope(scope)
+		return accountant.Budget{}, unknownScope(scope)
 	}
 	r := Row{Scope: scope, Kind: EventBudget}
 	err = q.QueryRowContext(ctx, `SELECT id, params FROM dp_ledger WHERE kind = 'budget' AND scope = ? ORDER BY id DESC LIMIT 1`, scope).Scan(&r.ID, &r.Params)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Budget{}, unknownScope(scope)
+		return accountant.Budget{}, unknownScope(scope)
 	}
 	if err != nil {
-		return Budget{}, err
+		return accountant.Budget{}, err
 	}
 	return parseBudgetEvent(r)
 }
 
 // Init creates the schema (if absent) and the scope b through the ledger connection.
-func (l *Ledger) Init(ctx context.Context, b Budget) error { return Init(ctx, l.db, b) }
+func (l *Ledger) Init(ctx context.Context, b accountant.Budget) error { return Init(ctx, l.db, b) }
 
 // Budget returns a scope's budget as the chain records it, without
 // accounting what the scope spent (Remaining searches the room left, which
 // can take long on a scope of large subsampled releases).
-func (l *Ledger) Budget(ctx context.Context, scope string) (Budget, error) {
+func (l *Ledger) Budget(ctx context.Context, scope string) (accountant.Budget, error) {
 	return LoadBudget(ctx, l.db, scope)
 }
 
@@ -445,8 +408,8 @@ func (l *Ledger) Budget(ctx context.Context, scope string) (Budget, error) {
 // has spent: the composition its budget checks use (exact GDP conversion
 // while its entries are all Gaussian), computed by this process.
 func (l *Ledger) ScopeEpsilon(ctx context.Context, scope string, delta float64) (float64, error) {
-	if err := checkDelta(delta); err != nil {
-		return 0, err
+	if !(delta > 0 && delta < 1) {
+		return 0, fmt.Errorf("delta must lie strictly between 0 and 1, got %v", delta)
 	}
 	fs, err := l.state(ctx, l.db)
 	if err != nil {
@@ -456,5 +419,50 @@ func (l *Ledger) ScopeEpsilon(ctx context.Context, scope string, delta float64) 
 	if err != nil {
 		return 0, err
 	}
-	return sc.spend.comp.Epsilon(delta)
+	return sc.spend.Comp.Epsilon(delta)
+}
+
+// accounted returns m with only the fields that its kind's accounting reads
+// (so informational fields recorded beside it, such as a scope's delta, do
+// not count as a difference).
+func accounted(m mechanism.Mechanism) mechanism.Mechanism {
+	a := mechanism.Mechanism{Kind: m.Kind, Steps: m.Steps, Neighbours: m.Neighbours}
+	if a.Steps == 1 {
+		a.Steps = 0
+	}
+	switch m.Kind {
+	case mechanism.KindGaussian:
+		a.Mu, a.Sensitivity, a.Sigma = m.Mu, m.Sensitivity, m.Sigma
+	case mechanism.KindExternal:
+		a.Mu = m.Mu
+	case mechanism.KindSubsampledGaussian:
+		a.Q, a.Sigma = m.Q, m.Sigma
+	case mechanism.KindLaplace:
+		a.Epsilon = m.Epsilon
+	case mechanism.KindGaussianInf:
+		a.Mu, a.Delta = m.Mu, m.Delta
+	case mechanism.KindComposite:
+		for _, p := range m.Parts {
+			a.Parts = append(a.Parts, accounted(p))
+		}
+	default: // the noise families and anything newer: every field counts
+		a = m
+		a.Parts = nil
+	}
+	return a
+}
+
+// sameAccounting reports an error unless params, as a later process parses
+// them, account exactly as m does.
+func sameAccounting(params []byte, m mechanism.Mechanism) error {
+	got, err := mechanism.Parse(params)
+	if err != nil {
+		return fmt.Errorf("recording the charge: its parameters would not re-account (%v); a detail key probably names a mechanism field", err)
+	}
+	a, _ := json.Marshal(accounted(got))
+	b, _ := json.Marshal(accounted(m))
+	if string(a) != string(b) {
+		return fmt.Errorf("recording the charge: its parameters would re-account as %s, not as the charged %s; a detail key names a mechanism field", a, b)
+	}
+	return nil
 }

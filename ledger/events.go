@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"bytes"
@@ -8,13 +8,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+
+	"github.com/dpsql/dpsql/accountant"
 )
 
 // Records: ledger events that spend nothing. They share the hash chain with
 // charges and budgets so that an auditor sees, in one ordered and
 // tamper-evident history, who changed what the charges rely on: the owner's
 // protection policies, the analyst accounts of `dpsql serve`, the outcomes of
-// jobs charged before they ran (Beam). The accountant knows their kinds (a
+// jobs charged before they ran (Beam). The ledger knows their kinds (a
 // file holding a kind this code does not know is refused, the safe
 // direction), checks that they carry mu = 0 and a JSON object, and skips them
 // when it accounts a scope; the packages that write them check their content.
@@ -66,7 +68,7 @@ func (l *Ledger) Append(ctx context.Context, rec Record, also func(tx *sql.Tx) e
 		return Row{}, err
 	}
 	defer conn.Close()
-	if rec.Scope == FileScope {
+	if rec.Scope == accountant.FileScope {
 		// dp_ledger.scope references dp_budget, which holds FileScope only
 		// when the file is capped: a record of the whole file is appended
 		// with this connection's foreign-key enforcement off for the insert.
@@ -88,7 +90,7 @@ func (l *Ledger) Append(ctx context.Context, rec Record, also func(tx *sql.Tx) e
 	if err := ensureSchema(ctx, tx, false); err != nil {
 		return Row{}, err
 	}
-	if rec.Scope != FileScope {
+	if rec.Scope != accountant.FileScope {
 		if _, err := LoadBudget(ctx, tx, rec.Scope); err != nil {
 			return Row{}, err
 		}

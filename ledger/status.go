@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"strings"
 )
 
-// Status is one row of dp_budget_status. The row of FileScope is the total
-// over every scope of the file; its MuBudget and MuRemaining are +Inf when
-// the file has no cap.
+// Status is one row of dp_budget_status. The row of [accountant.FileScope] is
+// the total over every scope of the file; its MuBudget and MuRemaining are
+// +Inf when the file has no cap.
 type Status struct {
 	Scope           string
 	MuBudget        float64
@@ -19,20 +19,9 @@ type Status struct {
 	EpsilonSpent    float64
 	Delta           float64
 	EpsilonBudget   sql.NullFloat64
-	EpsilonRigorous sql.NullFloat64
-	Entries         int64  // charges
-	Neighbours      string // the scope's neighbour relation, AddRemove or ReplaceOne
-}
-
-// Guarantee names what the scope's budget guarantees now: "mu-GDP" while it
-// holds only Gaussian entries, "(epsilon, delta)" once it holds others (then
-// (EpsilonBudget or the epsilon of MuBudget at Delta, Delta)-DP, not a mu
-// curve).
-func (s Status) Guarantee() string {
-	if s.EpsilonRigorous.Valid {
-		return "(epsilon, delta)"
-	}
-	return "mu-GDP"
+	EpsilonRigorous sql.NullFloat64 // set once the scope holds other than Gaussian entries: its guarantee is then (epsilon, delta), not a mu curve
+	Entries         int64           // charges
+	Neighbours      string          // the scope's neighbour relation, mechanism.AddRemove or ReplaceOne
 }
 
 func orInf(x sql.NullFloat64) float64 {

@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/dpsql/dpsql/accountant"
 )
 
 // ErrMismatch reports that what the file says (its protecting triggers,
@@ -91,7 +93,7 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	var legacy map[string]Budget
+	var legacy map[string]accountant.Budget
 	if v == 0 {
 		legacy = tb
 	}
@@ -136,29 +138,29 @@ func verifyTriggersOn(ctx context.Context, db Queryer, table string) error {
 	return nil
 }
 
-func compareBudgets(fs *fileState, table map[string]Budget) error {
+func compareBudgets(fs *fileState, table map[string]accountant.Budget) error {
 	for _, name := range sortedScopes(fs) {
 		want := fs.scopes[name].budget
 		got, ok := table[name]
 		if !ok {
 			return fmt.Errorf("%w: scope %q has a budget event but no dp_budget row", ErrMismatch, name)
 		}
-		if got.Mu != want.Mu || got.Delta != want.Delta || got.Epsilon != want.Epsilon || got.neighbours() != want.neighbours() {
+		if got.Mu != want.Mu || got.Delta != want.Delta || got.Epsilon != want.Epsilon || got.Relation() != want.Relation() {
 			return fmt.Errorf("%w: dp_budget says scope %q has mu %g, delta %g, epsilon %g, %s; its budget event says mu %g, delta %g, epsilon %g, %s",
-				ErrMismatch, name, got.Mu, got.Delta, got.Epsilon, got.neighbours(), want.Mu, want.Delta, want.Epsilon, want.neighbours())
+				ErrMismatch, name, got.Mu, got.Delta, got.Epsilon, got.Relation(), want.Mu, want.Delta, want.Epsilon, want.Relation())
 		}
 	}
-	if cap, ok := table[FileScope]; ok != fs.capped {
+	if cap, ok := table[accountant.FileScope]; ok != fs.capped {
 		return fmt.Errorf("%w: dp_budget and the chain disagree on whether the file's total is capped", ErrMismatch)
 	} else if ok {
 		want := fs.total.budget
-		if cap.Mu != want.Mu || cap.Delta != want.Delta || cap.Epsilon != want.Epsilon || cap.neighbours() != want.neighbours() {
+		if cap.Mu != want.Mu || cap.Delta != want.Delta || cap.Epsilon != want.Epsilon || cap.Relation() != want.Relation() {
 			return fmt.Errorf("%w: dp_budget says the file's cap is mu %g, delta %g, epsilon %g, %s; its budget event says mu %g, delta %g, epsilon %g, %s",
-				ErrMismatch, cap.Mu, cap.Delta, cap.Epsilon, cap.neighbours(), want.Mu, want.Delta, want.Epsilon, want.neighbours())
+				ErrMismatch, cap.Mu, cap.Delta, cap.Epsilon, cap.Relation(), want.Mu, want.Delta, want.Epsilon, want.Relation())
 		}
 	}
 	for name := range table {
-		if _, ok := fs.scopes[name]; !ok && name != FileScope {
+		if _, ok := fs.scopes[name]; !ok && name != accountant.FileScope {
 			return fmt.Errorf("%w: dp_budget has scope %q, which has no budget event in the chain", ErrMismatch, name)
 		}
 	}
@@ -217,7 +219,7 @@ func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal boo
 	n := 0
 	names := sortedScopes(fs)
 	if withTotal { // a version-0 file has no total
-		names = append(names, FileScope)
+		names = append(names, accountant.FileScope)
 	}
 	for _, name := range names {
 		sc, _ := fs.scope(name)

@@ -1,10 +1,12 @@
-package accountant
+package ledger
 
 import (
 	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/dpsql/dpsql/accountant"
 
 	"github.com/dpsql/dpsql/mechanism"
 )
@@ -16,30 +18,30 @@ import (
 func TestChargeQuote(t *testing.T) {
 	ctx := context.Background()
 	l, db, _ := newLedger(t, mustBudget(t, "default", 1, 0, 1e-5))
-	m := Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 100}
+	m := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 100}
 	type rec struct {
 		Into string `json:"into"`
 	}
-	wrong, err := mechanism.NewQuote(m, 1e-6, Price, 0, rec{"t"})
+	wrong, err := mechanism.NewQuote(m, 1e-6, accountant.Price, 0, rec{"t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Charge(ctx, QuoteCharge("default", wrong, "q"), nil); err == nil || !strings.Contains(err.Error(), "quoted at delta") {
+	if _, err := l.Charge(ctx, Charge{Scope: "default", Quote: &wrong, Query: "q"}, nil); err == nil || !strings.Contains(err.Error(), "quoted at delta") {
 		t.Errorf("a quote at delta 1e-6 in a scope of delta 1e-5: %v", err)
 	}
-	q, err := mechanism.NewQuote(m, 1e-5, Price, 1e-10, rec{"t"})
+	q, err := mechanism.NewQuote(m, 1e-5, accountant.Price, 1e-10, rec{"t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := QuoteCharge("default", q, "q")
-	other.Mechanism = Mechanism{Kind: KindGaussian, Mu: 0.01}
+	other := Charge{Scope: "default", Quote: &q, Query: "q"}
+	other.Mechanism = mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.01}
 	if _, err := l.Charge(ctx, other, nil); err == nil || !strings.Contains(err.Error(), "another mechanism") {
 		t.Errorf("a charge naming another mechanism than its quote: %v", err)
 	}
 	if st, _ := ReadStatus(ctx, db, "default"); st.Entries != 0 {
 		t.Fatalf("refused quotes charged %d entries", st.Entries)
 	}
-	if _, err := l.Charge(ctx, QuoteCharge("default", q, "q"), nil); err != nil {
+	if _, err := l.Charge(ctx, Charge{Scope: "default", Quote: &q, Query: "q"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := ReadLedger(ctx, db)
@@ -51,7 +53,7 @@ func TestChargeQuote(t *testing.T) {
 		t.Fatal(err)
 	}
 	if params["into"] != "t" || params[mechanism.KeyQuoteEpsilon] != q.Epsilon || params[mechanism.KeyQuoteDelta] != 1e-5 ||
-		params[mechanism.KeyNoiseTV] != 1e-10 || params["mechanism"] != KindSubsampledGaussian {
+		params[mechanism.KeyNoiseTV] != 1e-10 || params["mechanism"] != mechanism.KindSubsampledGaussian {
 		t.Errorf("row params %v", params)
 	}
 	// The scope's epsilon (one entry) is the quote's with its noise_tv paid

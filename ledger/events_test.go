@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/dpsql/dpsql/accountant"
 )
 
 func TestAppendRecords(t *testing.T) {
@@ -15,7 +17,7 @@ func TestAppendRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A record of the whole file in an uncapped file (dp_budget has no '*').
-	pol, err := l.Append(ctx, Record{Kind: EventPolicy, Scope: FileScope, Subject: "patients", Params: map[string]any{"action": "protect", "privacy_unit": "pid"}, Query: "dpsql protect"}, func(tx *sql.Tx) error {
+	pol, err := l.Append(ctx, Record{Kind: EventPolicy, Scope: accountant.FileScope, Subject: "patients", Params: map[string]any{"action": "protect", "privacy_unit": "pid"}, Query: "dpsql protect"}, func(tx *sql.Tx) error {
 		_, err := tx.Exec(`CREATE TABLE side(x)`)
 		return err
 	})
@@ -70,10 +72,10 @@ func TestAppendRefusals(t *testing.T) {
 	}{
 		{"charge kind", Record{Kind: EventCharge, Scope: "default", Subject: "x", Params: map[string]any{}}, "not a kind of record"},
 		{"budget kind", Record{Kind: EventBudget, Scope: "default", Subject: "x", Params: map[string]any{}}, "not a kind of record"},
-		{"no subject", Record{Kind: EventPolicy, Scope: FileScope, Params: map[string]any{}}, "needs a subject"},
-		{"array params", Record{Kind: EventPolicy, Scope: FileScope, Subject: "t", Params: []int{1}}, "JSON object"},
-		{"null params", Record{Kind: EventPolicy, Scope: FileScope, Subject: "t"}, "JSON object"},
-		{"unmarshalable", Record{Kind: EventPolicy, Scope: FileScope, Subject: "t", Params: map[string]any{"f": func() {}}}, "content"},
+		{"no subject", Record{Kind: EventPolicy, Scope: accountant.FileScope, Params: map[string]any{}}, "needs a subject"},
+		{"array params", Record{Kind: EventPolicy, Scope: accountant.FileScope, Subject: "t", Params: []int{1}}, "JSON object"},
+		{"null params", Record{Kind: EventPolicy, Scope: accountant.FileScope, Subject: "t"}, "JSON object"},
+		{"unmarshalable", Record{Kind: EventPolicy, Scope: accountant.FileScope, Subject: "t", Params: map[string]any{"f": func() {}}}, "content"},
 	} {
 		if _, err := l.Append(ctx, tc.rec, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
@@ -81,7 +83,7 @@ func TestAppendRefusals(t *testing.T) {
 	}
 	// A failing side write leaves no record.
 	boom := errors.New("boom")
-	if _, err := l.Append(ctx, Record{Kind: EventPolicy, Scope: FileScope, Subject: "t", Params: map[string]any{}}, func(*sql.Tx) error { return boom }); !errors.Is(err, boom) {
+	if _, err := l.Append(ctx, Record{Kind: EventPolicy, Scope: accountant.FileScope, Subject: "t", Params: map[string]any{}}, func(*sql.Tx) error { return boom }); !errors.Is(err, boom) {
 		t.Errorf("failing side write: %v", err)
 	}
 	var n int

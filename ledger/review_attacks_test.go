@@ -1,10 +1,14 @@
-package accountant
+package ledger
 
 import (
 	"context"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/dpsql/dpsql/accountant"
+
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // An owner of a copy of the file appends a second, well-hashed budget event
@@ -20,9 +24,9 @@ func TestSecondBudgetEventRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, scope := range []string{"default", FileScope} {
-		if scope == FileScope { // a cap, then a second one that raises it
-			if _, err := appendRow(ctx, db, Row{Kind: EventBudget, Scope: FileScope, Mechanism: EventBudget, Mu: 0.6, Params: `{"mu_budget":0.6,"delta":0.00001,"neighbours":"add_remove"}`}); err != nil {
+	for _, scope := range []string{"default", accountant.FileScope} {
+		if scope == accountant.FileScope { // a cap, then a second one that raises it
+			if _, err := appendRow(ctx, db, Row{Kind: EventBudget, Scope: accountant.FileScope, Mechanism: EventBudget, Mu: 0.6, Params: `{"mu_budget":0.6,"delta":0.00001,"neighbours":"add_remove"}`}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -54,12 +58,12 @@ func TestSecondBudgetEventRefused(t *testing.T) {
 func TestCompositeOfReplaceOnePartsRefusedInAddRemoveScope(t *testing.T) {
 	ctx := context.Background()
 	l, _, _ := newLedger(t, mustBudget(t, "default", 5, 0, 1e-5))
-	part := Mechanism{Kind: KindGaussian, Mu: 0.9, Neighbours: ReplaceOne}
-	comp, err := Composite(part)
+	part := mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.9, Neighbours: mechanism.ReplaceOne}
+	comp, err := mechanism.Composite(part)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Charge(ctx, Charge{Scope: "default", Mechanism: comp}, nil); !errors.Is(err, ErrNeighbours) {
+	if _, err := l.Charge(ctx, Charge{Scope: "default", Mechanism: comp}, nil); !errors.Is(err, accountant.ErrNeighbours) {
 		t.Errorf("a composite of a replace-one part in an add/remove scope: %v, want ErrNeighbours", err)
 	}
 }
@@ -76,16 +80,16 @@ func TestDetailsCannotChangeTheAccounting(t *testing.T) {
 		{"parts": []any{}},
 		{"MU": 0.001, "note": "x"},
 	} {
-		c := Charge{Scope: "default", Mechanism: Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 10}, Details: details}
+		c := Charge{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 10}, Details: details}
 		if details["MU"] != nil || details["steps"] != nil {
-			c.Mechanism = Mechanism{Kind: KindGaussian, Sensitivity: 1, Sigma: 2} // no Mu, one step: details could fill them
+			c.Mechanism = mechanism.Mechanism{Kind: mechanism.KindGaussian, Sensitivity: 1, Sigma: 2} // no Mu, one step: details could fill them
 		}
 		if _, err := l.Charge(ctx, c, nil); err == nil || !strings.Contains(err.Error(), "re-account") {
 			t.Errorf("details %v: %v, want a refusal", details, err)
 		}
 	}
 	// Informational details that repeat or sit beside the fields are fine.
-	ok := Charge{Scope: "default", Mechanism: Mechanism{Kind: KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 10}, Details: map[string]any{"delta": 1e-5, "q": 0.01, "n": 100}}
+	ok := Charge{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 10}, Details: map[string]any{"delta": 1e-5, "q": 0.01, "n": 100}}
 	if _, err := l.Charge(ctx, ok, nil); err != nil {
 		t.Errorf("informational details: %v", err)
 	}
