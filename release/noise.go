@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"math"
 	mrand "math/rand/v2"
-	"sync"
+
+	"github.com/dpsql/dpsql/internal/lru"
 )
 
 // GridBits fixes the noise grid relative to the noise scale: a Gaussian of
@@ -334,34 +335,11 @@ func (n *Noise) gaussTable(sigma float64) (*gaussTable, float64) {
 	return n.tab, g
 }
 
-var gaussCache struct {
-	sync.Mutex
-	m map[float64]*gaussTable
-}
+var gaussCache = lru.New[float64, *gaussTable](maxGaussTables, nil)
 
 // gaussTableFor returns the cached table for s, building it if needed.
 func gaussTableFor(s float64) *gaussTable {
-	gaussCache.Lock()
-	t := gaussCache.m[s]
-	gaussCache.Unlock()
-	if t != nil {
-		return t
-	}
-	t = newGaussTable(s) // outside the lock; a concurrent duplicate is harmless
-	gaussCache.Lock()
-	defer gaussCache.Unlock()
-	if old := gaussCache.m[s]; old != nil {
-		return old
-	}
-	if gaussCache.m == nil {
-		gaussCache.m = make(map[float64]*gaussTable)
-	}
-	if len(gaussCache.m) >= maxGaussTables {
-		for k := range gaussCache.m { // evict an arbitrary table
-			delete(gaussCache.m, k)
-			break
-		}
-	}
-	gaussCache.m[s] = t
+	// Built outside the lock; a concurrent duplicate is harmless.
+	t, _ := gaussCache.GetOr(s, func() (*gaussTable, error) { return newGaussTable(s), nil })
 	return t
 }

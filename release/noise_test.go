@@ -819,10 +819,7 @@ func TestNoiseTableCache(t *testing.T) {
 	for i := range maxGaussTables + 5 {
 		gaussTableFor(0x1p15 + float64(i) + 0.5)
 	}
-	gaussCache.Lock()
-	size := len(gaussCache.m)
-	gaussCache.Unlock()
-	if size > maxGaussTables {
+	if size := gaussCache.Len(); size > maxGaussTables {
 		t.Errorf("cache holds %d tables, bound %d", size, maxGaussTables)
 	}
 	root := NewSeededNoise(9)
