@@ -2,9 +2,11 @@ package protect
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/dpsql/dpsql/ledger"
+	"github.com/dpsql/dpsql/protect/dpselect"
 )
 
 // Charge before read. Whether a DP statement is charged, and how much, must
@@ -14,10 +16,11 @@ import (
 // by a timeout, a cancel or a failure of its read would let an analyst learn
 // a bit per statement for free. So [Engine.Query] runs in three steps:
 //
-//  1. accept: parse, check against the policy, price, on a planning
-//     connection that never waits behind another statement's read; nothing
-//     protected is read. A statement whose context is done by the end of
-//     this step is not accepted and charges nothing.
+//  1. accept: parse, check against the policy, price and prepare the
+//     rewritten SQL, on a planning connection that never waits behind
+//     another statement's read; nothing protected is read. A statement
+//     whose context is done by the end of this step is not accepted and
+//     charges nothing.
 //  2. charge: the budget decision and the ledger row, committed before step
 //     3 starts, under context.WithoutCancel: once accepted, nothing the
 //     caller does stops it. Over budget, the statement is refused here, at
@@ -51,10 +54,39 @@ func (e *Engine) accept(ctx context.Context, scope, query string) (*plan, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := prepareAll(ctx, conn, pl); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("the statement was stopped before it was accepted; nothing was charged: %w", err)
 	}
 	return pl, nil
+}
+
+// prepareAll prepares the statement's SQL (and each MEDIAN's histogram
+// query) under the execution authorizer, reading nothing: a statement SQLite
+// cannot prepare, or that asks for a read the checker did not approve, fails
+// here, before it is charged, and never after.
+func prepareAll(ctx context.Context, conn *sql.Conn, pl *plan) error {
+	texts := []string{rewrite(pl)}
+	for _, a := range pl.aggs {
+		if a.kind == dpselect.Median {
+			texts = append(texts, rewriteHistogram(pl, a))
+		}
+	}
+	return authorized(conn, pl, func(denied *string) error {
+		for _, text := range texts {
+			st, err := conn.PrepareContext(ctx, text)
+			if err != nil {
+				if *denied != "" {
+					return fmt.Errorf("protect: internal error, the rewritten statement asks for a read the checker did not approve (%s); nothing was charged: %w", *denied, err)
+				}
+				return fmt.Errorf("protect: the rewritten statement cannot be prepared; nothing was charged: %w", err)
+			}
+			st.Close()
+		}
+		return nil
+	})
 }
 
 // charge commits an accepted statement's charge; the caller's context cannot

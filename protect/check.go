@@ -50,8 +50,10 @@ var safeFunctions = map[string]int{ // name -> minimum arity
 }
 
 // ruleFunctions are the functions the rewritten SQL itself calls; the
-// execution authorizer allows them and safeFunctions, nothing else.
-var ruleFunctions = []string{"count", "sum", "max", "min", "round", "typeof", "row_number", "random"}
+// execution authorizer allows them and safeFunctions, nothing else. like is
+// the LIKE operator's (the parser accepts LIKE 'literal' without ESCAPE; a
+// call like(...) is not in safeFunctions and is refused by the checker).
+var ruleFunctions = []string{"count", "sum", "max", "min", "round", "typeof", "row_number", "random", "like"}
 
 // aggPlan is one DP aggregate of a statement.
 type aggPlan struct {
@@ -119,6 +121,8 @@ type plan struct {
 	// rewrite reads the table as if each row were a person, dropping rows
 	// whose unit is NULL.
 	unitUnique bool
+	// rowWork bounds the statement's work per row read (cost.go).
+	rowWork float64
 }
 
 // Refusal is an analyst statement refused before anything was read or
@@ -506,6 +510,9 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	sd.NoiseTVValues = pl.gaussianValues(groups)
 	sd.NoiseTVTotal = sd.NoiseTVValues * release.NoiseTV
 	pl.details = sd
+	if err := pl.boundRowWork(); err != nil {
+		return nil, err
+	}
 	return pl, nil
 }
 

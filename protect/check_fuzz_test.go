@@ -9,11 +9,12 @@ import (
 
 // FuzzCheck: whatever parses, the checker and rewriter never panic, and an
 // accepted plan's WHERE reads only the table's columns and calls only the
-// allowed functions.
+// allowed functions, and its per-row work bound is within MaxRowWork.
 func FuzzCheck(f *testing.F) {
 	f.Add(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5) sex, COUNT(*) AS n, AVG(bmi, contribution_bounds_per_group => (10, 60)) AS m FROM patients WHERE age >= 18 GROUP BY sex`)
 	f.Add(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, max_groups_contributed = 2) age, SUM(bmi) FROM patients WHERE lower(sex) IN ('f') GROUP BY age ORDER BY 2 LIMIT 3`)
 	f.Add(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1, selection_delta = 1e-9) sex, MEDIAN(bmi) AS m, VAR_POP(age, contribution_bounds_per_group => (0, 120)) FROM patients GROUP BY sex`)
+	f.Add(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) FROM patients WHERE trim(CASE WHEN pid = 17 THEN 'aaaa' ELSE '' END, 'ba') = 'x' AND sex LIKE '%a%' AND instr(substr(sex, 1, 9), 'b') > 0`)
 	policies := map[string]Policy{"patients": {PrivacyUnit: "pid", MaxGroups: 2, MaxRows: 3, Bounds: map[string][2]float64{"bmi": {10, 60}}}}
 	cols := map[string]string{"pid": "pid", "sex": "sex", "age": "age", "bmi": "bmi"}
 	f.Fuzz(func(t *testing.T, src string) {
@@ -53,6 +54,9 @@ func FuzzCheck(f *testing.F) {
 		}
 		if !(pl.mu > 0) {
 			t.Fatalf("accepted mu %v", pl.mu)
+		}
+		if !(pl.rowWork >= 0 && pl.rowWork <= MaxRowWork) {
+			t.Fatalf("accepted a per-row work bound of %v (limit %d)", pl.rowWork, MaxRowWork)
 		}
 	})
 }

@@ -44,6 +44,11 @@ type Policy struct {
 	// releases every listed key (rows with other keys are dropped) with no
 	// partition selection.
 	PublicKeys map[string]string `json:"public_keys,omitempty"`
+	// MaxLength bounds, per column, the bytes of the values a DP statement's
+	// WHERE sees (DefaultMaxLength for a column not listed): a row whose
+	// value is longer is dropped by a statement whose WHERE reads the
+	// column. It bounds the statement's per-row work (cost.go).
+	MaxLength map[string]int `json:"max_length,omitempty"`
 }
 
 // Normalize fills defaults (1 group, 1 row) and checks the policy.
@@ -65,6 +70,11 @@ func (p *Policy) Normalize() error {
 			return fmt.Errorf("bounds of %s must be finite with lo < hi, got [%v, %v]", c, b[0], b[1])
 		}
 	}
+	for c, n := range p.MaxLength {
+		if n < 1 || n > MaxMaxLength {
+			return fmt.Errorf("max_length of %s must lie in [1, %d] bytes, got %d", c, MaxMaxLength, n)
+		}
+	}
 	return nil
 }
 
@@ -75,7 +85,7 @@ func ParsePolicy(data []byte) (Policy, error) {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return p, fmt.Errorf("policy is not valid JSON with keys privacy_unit, max_groups, max_rows, bounds, public_keys: %w", err)
+		return p, fmt.Errorf("policy is not valid JSON with keys privacy_unit, max_groups, max_rows, bounds, public_keys, max_length: %w", err)
 	}
 	return p, p.Normalize()
 }
@@ -200,6 +210,19 @@ func Protect(ctx context.Context, db *sql.DB, table string, p Policy) error {
 		p.PublicKeys = keys
 	} else {
 		p.PublicKeys = nil
+	}
+	lengths := map[string]int{}
+	for c, n := range p.MaxLength {
+		cc, ok := cols[strings.ToLower(c)]
+		if !ok {
+			return fmt.Errorf("protect %s: max_length for column %q, which does not exist", name, c)
+		}
+		lengths[cc] = n
+	}
+	if len(lengths) > 0 {
+		p.MaxLength = lengths
+	} else {
+		p.MaxLength = nil
 	}
 	return appendPolicy(ctx, conn, name, &p)
 }

@@ -103,6 +103,11 @@ func TestRefusedBeforeAcceptanceChargesNothing(t *testing.T) {
 	if _, _, err := queryAll(context.Background(), a, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.2) pid, COUNT(*) FROM patients`); !protect.IsRefusal(err) {
 		t.Errorf("refused statement: %v", err)
 	}
+	// SQLite cannot prepare it (substr takes at most 3 arguments): it fails
+	// before it is charged.
+	if _, _, err := queryAll(context.Background(), a, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.2) COUNT(*) FROM patients WHERE substr(sex, 1, 2, 3) = 'F'`); err == nil || !strings.Contains(err.Error(), "nothing was charged") {
+		t.Errorf("a statement SQLite cannot prepare: %v", err)
+	}
 	t0 := time.Now()
 	_, _, err := queryAll(context.Background(), a, fmt.Sprintf(slowQuery, 3.0))
 	took := time.Since(t0)

@@ -274,6 +274,10 @@ func (s *Server) writeStatementError(w http.ResponseWriter, err error, ctx conte
 	case errors.As(err, &stopped) && ctx != nil && ctx.Err() != nil:
 		writeError(w, http.StatusGatewayTimeout, CodeTimeout, fmt.Sprintf("the statement was stopped at the service's limit of %s, after it was accepted: it keeps its charge (ledger row %d, mu %g) and released nothing (GET /v1/ledger shows the charge)",
 			s.cfg.StatementTimeout, stopped.Receipt.ID, stopped.Receipt.Mu))
+	case errors.As(err, &stopped):
+		// A read that failed after its charge: protected mode's reads cannot
+		// fail on the data, so this is the service's failure.
+		writeError(w, http.StatusInternalServerError, CodeInternal, err.Error())
 	case ctx != nil && ctx.Err() != nil:
 		writeError(w, http.StatusGatewayTimeout, CodeTimeout, fmt.Sprintf("the statement was stopped at the service's limit of %s, before it was accepted or charged: nothing was charged or released", s.cfg.StatementTimeout))
 	case errors.As(err, &se) && se.Code == sqlite3.ErrError:

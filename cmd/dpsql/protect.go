@@ -21,7 +21,7 @@ import (
 func (m *Main) newProtectCmd() *cobra.Command {
 	var unit string
 	var groups, rows int
-	var bounds, keys []string
+	var bounds, keys, lengths []string
 	cmd := &cobra.Command{
 		Use:   "protect DB TABLE",
 		Short: "Protect a table: analysts reach it only through DP SELECTs (owner only)",
@@ -29,7 +29,10 @@ func (m *Main) newProtectCmd() *cobra.Command {
 (--privacy-unit; without it each row is a person), how many groups of one
 GROUP BY (--max-groups) and rows per group (--max-rows) one person may
 contribute, and public clamping bounds per column (--bounds COL=LO:HI, used by
-SUM and AVG when the statement gives none). --public-keys COL=TABLE[.COLUMN]
+SUM and AVG when the statement gives none). --max-length COL=BYTES bounds
+the values a DP statement's WHERE sees in COL (default 1024 bytes; rows with a
+longer value are dropped from such a statement): with the lengths of its
+literals it bounds a statement's work per row. --public-keys COL=TABLE[.COLUMN]
 declares a public table listing COL's values: a GROUP BY on such columns
 releases every listed key and no other, without partition selection. Analyst connections
 (dpsql query --analyst, ext.OpenAnalyst) then read TABLE only through
@@ -49,6 +52,17 @@ kind 'policy'), which dpsql audit verify replays against dp_policy.`,
 					p.Bounds = map[string][2]float64{}
 				}
 				p.Bounds[c] = [2]float64{lo, hi}
+			}
+			for _, l := range lengths {
+				c, n, ok := strings.Cut(l, "=")
+				v, err := strconv.Atoi(n)
+				if !ok || c == "" || err != nil {
+					return usagef("--max-length %q: write COL=BYTES", l)
+				}
+				if p.MaxLength == nil {
+					p.MaxLength = map[string]int{}
+				}
+				p.MaxLength[c] = v
 			}
 			for _, k := range keys {
 				c, src, ok := strings.Cut(k, "=")
@@ -86,6 +100,7 @@ kind 'policy'), which dpsql audit verify replays against dp_policy.`,
 	cmd.Flags().IntVar(&rows, "max-rows", 1, "rows per group a person may contribute")
 	cmd.Flags().StringArrayVar(&bounds, "bounds", nil, "public clamping bounds COL=LO:HI (repeatable)")
 	cmd.Flags().StringArrayVar(&keys, "public-keys", nil, "public table listing a column's keys, COL=TABLE[.COLUMN] (repeatable)")
+	cmd.Flags().StringArrayVar(&lengths, "max-length", nil, fmt.Sprintf("longest value, in bytes, a DP statement's WHERE sees in a column, COL=BYTES (repeatable; default %d: longer rows are dropped)", protect.DefaultMaxLength))
 	return cmd
 }
 
@@ -146,6 +161,14 @@ func describePolicy(p protect.Policy) string {
 	sort.Strings(cols)
 	for _, c := range cols {
 		s += fmt.Sprintf(", keys of %s from %s", c, p.PublicKeys[c])
+	}
+	cols = cols[:0]
+	for c := range p.MaxLength {
+		cols = append(cols, c)
+	}
+	sort.Strings(cols)
+	for _, c := range cols {
+		s += fmt.Sprintf(", %s at most %d bytes", c, p.MaxLength[c])
 	}
 	return s
 }

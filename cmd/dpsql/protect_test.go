@@ -40,6 +40,13 @@ func TestProtectAnalystQueryShell(t *testing.T) {
 		t.Errorf("audit verify: %q", out)
 	}
 	mustFail(t, 2, "COL=LO:HI", "protect", db, "patients", "--bounds", "bmi")
+	mustFail(t, 2, "COL=BYTES", "protect", db, "patients", "--max-length", "sex")
+	mustFail(t, 1, "max_length of sex must lie", "protect", db, "patients", "--max-length", "sex=0")
+	if out := mustRun(t, "protect", db, "patients", "--privacy-unit", "pid", "--max-length", "SEX=16"); !strings.Contains(out, "sex at most 16 bytes") {
+		t.Errorf("protect --max-length: %q", out)
+	}
+	// sex is at most 16 bytes: instr of sex in itself costs 16 x 17 units a row, accepted.
+	mustRun(t, "query", "--analyst", db, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.1) COUNT(*) AS n FROM patients WHERE instr(sex, sex) > 0")
 	mustRun(t, "query", db, "CREATE TABLE sexes(sex); INSERT INTO sexes VALUES ('F'), ('M'), ('X')")
 	out = mustRun(t, "protect", db, "patients", "--privacy-unit", "pid", "--public-keys", "sex=sexes")
 	if !strings.Contains(out, "keys of sex from sexes.sex") {
