@@ -14,6 +14,10 @@ import (
 // every charge must then pass both its scope's budget and the cap.
 const FileScope = "*"
 
+// DefaultScope is the budget scope a connection charges until dp_use_scope, the
+// dp_scope DSN parameter or a --scope flag names another.
+const DefaultScope = "default"
+
 // tolerance allows for floating-point round-off in sums of squares when a
 // budget is spent exactly (e.g. 100 spends of 0.1 against a budget of 1).
 const tolerance = 1e-12

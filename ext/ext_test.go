@@ -6,10 +6,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/dpsql/dpsql/accountant"
+
 	"github.com/dpsql/dpsql/ledger"
 
 	"github.com/dpsql/dpsql/ext"
-	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
 // TestOpenScope checks that OpenScope's connections charge the scope it was
@@ -17,7 +18,7 @@ import (
 func TestOpenScope(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "scopes.db")
 	for _, tc := range []struct{ scope, want string }{
-		{"", sqlfuncs.DefaultScope},
+		{"", accountant.DefaultScope},
 		{"analysis", "analysis"},
 		{"a&b c=d?", "a&b c=d?"},
 	} {

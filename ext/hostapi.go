@@ -1,7 +1,7 @@
 package ext
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../internal/sqliteh
+#cgo CFLAGS: -I${SRCDIR}/../internal/sqliteh -I${SRCDIR}/../third_party/sqlite
 #cgo linux LDFLAGS: -Wl,--unresolved-symbols=ignore-in-object-files
 #cgo darwin LDFLAGS: -Wl,-undefined,dynamic_lookup
 #include <stdint.h>

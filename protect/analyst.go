@@ -10,8 +10,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dpsql/dpsql/accountant"
+
 	"github.com/dpsql/dpsql/protect/dpselect"
-	"github.com/dpsql/dpsql/sqlfuncs"
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
@@ -57,7 +58,7 @@ func NewAnalystConn(sc *sqlite3.SQLiteConn, scope string, onClose func() error) 
 		return nil, err
 	}
 	if scope == "" {
-		scope = sqlfuncs.DefaultScope
+		scope = accountant.DefaultScope
 	}
 	c := &AnalystConn{sc: sc, scope: scope, engine: e, onClose: onClose, protected: map[string]bool{}}
 	sc.RegisterAuthorizer(c.authorize)

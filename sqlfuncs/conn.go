@@ -20,10 +20,6 @@ import (
 	"github.com/dpsql/dpsql/release"
 )
 
-// DefaultScope is the budget scope a connection charges until dp_use_scope or
-// the dp_scope DSN parameter names another.
-const DefaultScope = "default"
-
 // Conn is dpsql's state for one SQLite connection: the scope it charges, its
 // noise stream, and the way to its ledger.
 type Conn struct {

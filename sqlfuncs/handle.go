@@ -5,7 +5,7 @@ package sqlfuncs
 // sqlite3_api_routines*, the host's in the loadable extension, the one of the
 // SQLite go-sqlite3 links in Go programs): no SQLite symbol is linked, so one
 // copy of SQLite serves the process, as POSIX file locking requires.
-#cgo CFLAGS: -I${SRCDIR}/../internal/sqliteh
+#cgo CFLAGS: -I${SRCDIR}/../internal/sqliteh -I${SRCDIR}/../third_party/sqlite
 #include <stdlib.h>
 #define DPSQL_API dpsql_sqlfuncs_api
 #include "dpsqlapi.h"

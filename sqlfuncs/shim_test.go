@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsql/dpsql/version"
+
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/sqlfuncs"
 )
@@ -90,7 +92,7 @@ func TestShimValues(t *testing.T) {
 		}
 	}
 	// The connection still works after a panic.
-	if err := db.QueryRow(`SELECT dp_version()`).Scan(&got); err != nil || got != sqlfuncs.Version {
+	if err := db.QueryRow(`SELECT dp_version()`).Scan(&got); err != nil || got != version.Version {
 		t.Errorf("dp_version() after a panic: %q, %v", got, err)
 	}
 }

@@ -36,13 +36,11 @@ import (
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
+	"github.com/dpsql/dpsql/version"
 )
 
-// Version is dpsql's version, returned by dp_version().
-const Version = "0.1.0"
-
 // Register adds every dpsql function to the SQLite connection db (a
-// sqlite3*) whose calls charge scope (DefaultScope when empty). api is the
+// sqlite3*) whose calls charge scope (accountant.DefaultScope when empty). api is the
 // extension API table (a const sqlite3_api_routines*) of the SQLite that
 // opened db: every call into SQLite goes through it, so the same code serves
 // a Go program (ext passes go-sqlite3's table and handle from its
@@ -57,7 +55,7 @@ func Register(api, db unsafe.Pointer, scope string) (*Conn, error) {
 		return nil, err
 	}
 	if scope == "" {
-		scope = DefaultScope
+		scope = accountant.DefaultScope
 	}
 	c := &Conn{handle: db, path: handleFilename(db), scope: scope, noise: release.NewNoise()}
 	c.runs = countRuns(c.handle)
@@ -180,7 +178,7 @@ func (c *Conn) scalar(name string, f func(args ...any) (any, error), pure, annot
 }
 
 func dpVersion(args ...any) (any, error) {
-	return Version, arity("dp_version", args, 0, 0, "no arguments")
+	return version.Version, arity("dp_version", args, 0, 0, "no arguments")
 }
 
 func (c *Conn) dpScope(args ...any) (any, error) {
@@ -261,7 +259,7 @@ func (c *Conn) initScope(fn string, b accountant.Budget) (any, error) {
 
 func optScope(fn string, args []any, i int) (string, error) {
 	if len(args) <= i {
-		return DefaultScope, nil
+		return accountant.DefaultScope, nil
 	}
 	return text(fn, "scope", args[i])
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsql/dpsql/version"
+
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/sqlfuncs"
 	"gonum.org/v1/gonum/stat"
@@ -143,7 +145,7 @@ func TestConversionsInSQL(t *testing.T) {
 		t.Errorf("gdp_delta(1,1)=%v gdp_epsilon(0.5016,1e-5)=%v gdp_mu(2,1e-5)=%v", d, e, m)
 	}
 	var v string
-	if err := db.QueryRow(`SELECT dp_version()`).Scan(&v); err != nil || v != sqlfuncs.Version {
+	if err := db.QueryRow(`SELECT dp_version()`).Scan(&v); err != nil || v != version.Version {
 		t.Errorf("dp_version() = %q, %v", v, err)
 	}
 }

@@ -20,7 +20,7 @@
 package main
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../internal/sqliteh
+#cgo CFLAGS: -I${SRCDIR}/../../internal/sqliteh -I${SRCDIR}/../../third_party/sqlite
 #include <stdlib.h>
 */
 import "C"

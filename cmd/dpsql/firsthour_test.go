@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpsql/dpsql/sqlfuncs"
+	"github.com/dpsql/dpsql/version"
 )
 
 // mustFailExactly runs a command that must fail with exit status code and
@@ -42,11 +42,11 @@ func TestUsageMistakesExit2(t *testing.T) {
 // with --version and dp_version().
 func TestVersionCommand(t *testing.T) {
 	out := mustRun(t, "version")
-	want := "dpsql version " + sqlfuncs.Version + " (" + runtime.Version() + ", " + runtime.GOOS + "/" + runtime.GOARCH + ")\n"
+	want := "dpsql version " + version.Version + " (" + runtime.Version() + ", " + runtime.GOOS + "/" + runtime.GOARCH + ")\n"
 	if out != want {
 		t.Errorf("dpsql version: %q, want %q", out, want)
 	}
-	if v := mustRun(t, "--version"); v != "dpsql version "+sqlfuncs.Version+"\n" {
+	if v := mustRun(t, "--version"); v != "dpsql version "+version.Version+"\n" {
 		t.Errorf("dpsql --version: %q", v)
 	}
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
-	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
 func (m *Main) newInitCmd() *cobra.Command {
@@ -65,7 +64,7 @@ pass both its scope's budget and the cap. Give it alone or with a scope.`,
 			}
 			scope := m.str(cmd, "scope")
 			if scope == "" && !fs.Changed("scope") {
-				scope = sqlfuncs.DefaultScope
+				scope = accountant.DefaultScope
 			}
 			var b accountant.Budget
 			if hasMu || hasEps {
@@ -118,7 +117,7 @@ pass both its scope's budget and the cap. Give it alone or with a scope.`,
 	fs.Float64Var(&mu, "mu", 0, "budget in Gaussian DP (mu-GDP)")
 	fs.Float64Var(&epsilon, "epsilon", 0, "budget epsilon; give --delta with it (the default delta of 1e-05 applies only with --mu)")
 	fs.Float64Var(&delta, "delta", 1e-5, "the budget's delta, where epsilon is reported and checked (required with --epsilon)")
-	fs.StringP("scope", "s", sqlfuncs.DefaultScope, "name of the budget scope")
+	fs.StringP("scope", "s", accountant.DefaultScope, "name of the budget scope")
 	fs.StringVar(&neighbours, "neighbours", mechanism.AddRemove, "the scope's neighbour relation: add_remove or replace_one")
 	fs.Float64Var(&fileMu, "file-mu", 0, "cap the total over every scope of the file at this mu")
 	configured(cmd, "scope")

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/dpsql/dpsql/version"
+
 	"github.com/dpsql/dpsql/ledger"
 
 	"github.com/spf13/cobra"
@@ -21,7 +23,6 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/dpsql/dpsql/ext"
-	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
 // Main is the dpsql program. Its fields are what a test replaces; Run executes
@@ -118,7 +119,7 @@ to a privacy budget recorded in an append-only, hash-chained ledger inside the
 same file. New here? Run "dpsql demo".
 
 ` + configHelp,
-		Version:       sqlfuncs.Version,
+		Version:       version.Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -185,7 +186,7 @@ func (m *Main) newVersionCmd() *cobra.Command {
 		Short: "Print dpsql's version",
 		Args:  nargs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "dpsql version %s (%s, %s/%s)\n", sqlfuncs.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "dpsql version %s (%s, %s/%s)\n", version.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return err
 		},
 	}

@@ -12,8 +12,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpsql/dpsql/version"
+
 	"github.com/chzyer/readline"
-	"github.com/dpsql/dpsql/sqlfuncs"
 	"github.com/spf13/cobra"
 )
 
@@ -187,7 +188,7 @@ type shell struct {
 func (sh *shell) loop(ctx context.Context, lr lineReader) error {
 	if sh.interactive {
 		fmt.Fprintf(sh.out, "dpsql %s on %s, charging scope %q. Statements end with \";\"; .help for commands.\n",
-			sqlfuncs.Version, sh.s.path, sh.scope(ctx))
+			version.Version, sh.s.path, sh.scope(ctx))
 	}
 	var buf strings.Builder
 	for {

@@ -1,7 +1,7 @@
 package hostsql
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../sqliteh
+#cgo CFLAGS: -I${SRCDIR}/../../third_party/sqlite
 #include "hostsql.h"
 */
 import "C"

@@ -8,7 +8,7 @@
 package linkedsqlite
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../sqliteh
+#cgo CFLAGS: -I${SRCDIR}/../../third_party/sqlite
 #cgo linux LDFLAGS: -Wl,--unresolved-symbols=ignore-in-object-files
 #cgo darwin LDFLAGS: -Wl,-undefined,dynamic_lookup
 int dpsql_linked_register(void);

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpsql/dpsql/accountant"
+
 	"github.com/dpsql/dpsql/ledger"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -21,7 +23,6 @@ import (
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/protect"
 	"github.com/dpsql/dpsql/protect/dpselect"
-	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
 // aggregateConfig holds the aggregate command's options.
@@ -51,7 +52,7 @@ func (m *Main) runAggregate(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("dpsql-beam aggregate", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	fs.StringVar(&c.db, "db", "", "the dpsql database file: the protected table, its policy, the ledger (and the release table)")
-	fs.StringVar(&c.scope, "scope", sqlfuncs.DefaultScope, "the budget scope to charge")
+	fs.StringVar(&c.scope, "scope", accountant.DefaultScope, "the budget scope to charge")
 	fs.StringVar(&c.into, "into", "", "the new release table")
 	fs.StringVar(&c.query, "query", "", "the SELECT WITH DIFFERENTIAL_PRIVACY statement over a protected table of --db")
 	fs.IntVar(&c.parts, "table-parts", 4, "read the table as this many shards (by rowid)")

@@ -58,7 +58,7 @@ func (m *Main) runAvgmix(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("dpsql-beam avgmix", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	fs.StringVar(&c.db, "db", "", "the dpsql database file holding the ledger (and the release table)")
-	fs.StringVar(&c.scope, "scope", sqlfuncs.DefaultScope, "the budget scope to charge")
+	fs.StringVar(&c.scope, "scope", accountant.DefaultScope, "the budget scope to charge")
 	fs.StringVar(&c.into, "into", "", "the new release table")
 	fs.Float64Var(&c.mu, "mu", 0, "GDP budget of the release (or give --epsilon and --delta)")
 	fs.Float64Var(&c.epsilon, "epsilon", 0, "epsilon of the release (with --delta)")

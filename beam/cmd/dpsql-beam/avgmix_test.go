@@ -17,12 +17,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dpsql/dpsql/accountant"
+
 	"github.com/dpsql/dpsql/ledger"
 
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/internal/npy"
 	"github.com/dpsql/dpsql/mechanism"
-	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
 // run executes dpsql-beam with args and returns its exit status, stdout and
@@ -430,7 +431,7 @@ func TestAvgmixFailedJob(t *testing.T) {
 		t.Fatal("a failed job left a release table")
 	}
 	var spent float64
-	if err := db.QueryRow(`SELECT mu_spent FROM dp_budget_status WHERE scope = ?`, sqlfuncs.DefaultScope).Scan(&spent); err != nil || !(spent > 0) {
+	if err := db.QueryRow(`SELECT mu_spent FROM dp_budget_status WHERE scope = ?`, accountant.DefaultScope).Scan(&spent); err != nil || !(spent > 0) {
 		t.Fatalf("mu spent %v (%v) after a failed job, want > 0", spent, err)
 	}
 	// The staging directory beside the database is gone.
@@ -649,7 +650,7 @@ func TestPlanMatchesSQLDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := l.Remaining(context.Background(), sqlfuncs.DefaultScope)
+	st, err := l.Remaining(context.Background(), accountant.DefaultScope)
 	if err != nil {
 		t.Fatal(err)
 	}
