@@ -123,6 +123,9 @@ type plan struct {
 	unitUnique bool
 	// rowWork bounds the statement's work per row read (cost.go).
 	rowWork float64
+	// keyForms are the GROUP BY columns' affinities and collations, which
+	// fix the keys' canonical form (keys.go); nil until read.
+	keyForms []KeyForm
 }
 
 // Refusal is an analyst statement refused before anything was read or

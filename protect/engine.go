@@ -141,6 +141,13 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 	if err != nil {
 		return nil, err
 	}
+	forms, err := readKeyForms(ctx, conn, pl.table, pl.keys)
+	if err != nil {
+		return nil, err
+	}
+	if err := pl.setKeyForms(forms); err != nil {
+		return nil, err
+	}
 	numeric, err := columnNumeric(ctx, conn, pl.table)
 	if err != nil {
 		return nil, err
@@ -167,10 +174,11 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 		}
 	}
 	var keyValues [][]any
-	// Public keys: read the declared key lists (public tables).
-	for _, ks := range pl.keySources {
+	// Public keys: read the declared key lists (public tables), in the
+	// canonical form of the GROUP BY column (keys.go).
+	for i, ks := range pl.keySources {
 		rows, err := conn.QueryContext(ctx, fmt.Sprintf(`SELECT DISTINCT %s FROM main.%s WHERE %s IS NOT NULL`,
-			dpselect.QuoteIdent(ks[1]), dpselect.QuoteIdent(ks[0]), dpselect.QuoteIdent(ks[1])))
+			pl.publicKeyExpr(i), dpselect.QuoteIdent(ks[0]), dpselect.QuoteIdent(ks[1])))
 		if err != nil {
 			return nil, fmt.Errorf("reading the public keys in %s.%s: %w", ks[0], ks[1], err)
 		}

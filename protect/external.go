@@ -41,6 +41,9 @@ type StatementInputs struct {
 	// the privacy-unit column unique. Both come from the table's schema.
 	Numeric    map[string]bool `json:"numeric,omitempty"`
 	UnitUnique bool            `json:"unit_unique,omitempty"`
+	// KeyForms are the GROUP BY columns' declared affinities and
+	// collations, by column name: they fix the keys' canonical form.
+	KeyForms map[string]KeyForm `json:"key_forms,omitempty"`
 	// KeyValues are the public keys' values (GROUP BY over public keys),
 	// in the order the plan reads them; nil otherwise. Their Go types
 	// (int64, float64, string, []byte) matter: ship them with a coder that
@@ -83,8 +86,12 @@ func PlanStatement(ctx context.Context, path, scope, query string) (*Statement, 
 			numeric[a.column] = true
 		}
 	}
+	forms := map[string]KeyForm{}
+	for i, k := range pl.keys {
+		forms[k] = pl.keyForms[i]
+	}
 	in := StatementInputs{Query: query, Table: pl.table, Policy: pl.policy, Columns: pl.cols, ScopeDelta: b.Delta,
-		Numeric: numeric, UnitUnique: pl.unitUnique, KeyValues: pl.keyValues}
+		Numeric: numeric, UnitUnique: pl.unitUnique, KeyForms: forms, KeyValues: pl.keyValues}
 	// The inputs must give the same plan wherever NewStatement runs.
 	s, err := NewStatement(in)
 	if err != nil {
@@ -107,6 +114,9 @@ func NewStatement(in StatementInputs) (*Statement, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := pl.setKeyForms(in.KeyForms); err != nil {
+		return nil, err
+	}
 	if err := completePlan(pl, in.Numeric, in.UnitUnique, in.KeyValues); err != nil {
 		return nil, err
 	}
@@ -115,8 +125,8 @@ func NewStatement(in StatementInputs) (*Statement, error) {
 
 // samePlan compares what two plans charge and release.
 func samePlan(a, b *plan) bool {
-	return fmt.Sprint(a.mech, a.details, a.aggs, a.keys, a.where, a.tau, a.sigmaSel, a.unitUnique) ==
-		fmt.Sprint(b.mech, b.details, b.aggs, b.keys, b.where, b.tau, b.sigmaSel, b.unitUnique)
+	return fmt.Sprint(a.mech, a.details, a.aggs, a.keys, a.keyForms, a.where, a.tau, a.sigmaSel, a.unitUnique) ==
+		fmt.Sprint(b.mech, b.details, b.aggs, b.keys, b.keyForms, b.where, b.tau, b.sigmaSel, b.unitUnique)
 }
 
 // Inputs returns what the plan was made from.
@@ -195,8 +205,8 @@ func (s *Statement) RowSQL(parts, part int) string {
 		b.WriteString(dpselect.QuoteIdent(pl.policy.PrivacyUnit))
 	}
 	keys := make([]string, len(pl.keys))
-	for i, k := range pl.keys {
-		keys[i] = dpselect.QuoteIdent(k)
+	for i := range pl.keys {
+		keys[i] = pl.keyExpr(i) // the canonical form (keys.go)
 		b.WriteString(", " + keys[i])
 	}
 	for _, a := range pl.aggs {
@@ -215,8 +225,8 @@ func (s *Statement) RowSQL(parts, part int) string {
 	if pl.where != "" {
 		where = pl.where
 	}
-	for i, ks := range pl.keySources {
-		where = fmt.Sprintf("(%s) AND %s IN (SELECT %s FROM main.%s)", where, keys[i], dpselect.QuoteIdent(ks[1]), dpselect.QuoteIdent(ks[0]))
+	for i := range pl.keySources {
+		where = fmt.Sprintf("(%s) AND %s", where, pl.keyFilter(i))
 	}
 	if pl.policy.PrivacyUnit != "" {
 		where = fmt.Sprintf("(%s) AND %s IS NOT NULL", where, dpselect.QuoteIdent(pl.policy.PrivacyUnit))

@@ -125,16 +125,16 @@ func rewrite(pl *plan) string {
 	var b strings.Builder
 	t := "main." + dpselect.QuoteIdent(pl.table)
 	keys := make([]string, len(pl.keys))
-	for i, k := range pl.keys {
-		keys[i] = dpselect.QuoteIdent(k)
+	for i := range pl.keys {
+		keys[i] = pl.keyExpr(i) // the canonical form (keys.go)
 	}
 	where := "1"
 	if pl.where != "" {
 		where = pl.where
 	}
-	for i, ks := range pl.keySources {
+	for i := range pl.keySources {
 		// Rows whose keys are not in the public lists are dropped.
-		where = fmt.Sprintf("(%s) AND %s IN (SELECT %s FROM main.%s)", where, keys[i], dpselect.QuoteIdent(ks[1]), dpselect.QuoteIdent(ks[0]))
+		where = fmt.Sprintf("(%s) AND %s", where, pl.keyFilter(i))
 	}
 	if pl.unitUnique {
 		// One row per person at most: nothing to bound, but rows without a
@@ -335,16 +335,16 @@ func rewriteHistogram(pl *plan, a aggPlan) string {
 	t := "main." + dpselect.QuoteIdent(pl.table)
 	keys := make([]string, len(pl.keys))
 	kk := make([]string, len(pl.keys))
-	for i, k := range pl.keys {
-		keys[i] = dpselect.QuoteIdent(k)
+	for i := range pl.keys {
+		keys[i] = pl.keyExpr(i) // the canonical form, as the main statement's (keys.go)
 		kk[i] = "_k" + strconv.Itoa(i)
 	}
 	where := "1"
 	if pl.where != "" {
 		where = pl.where
 	}
-	for i, ks := range pl.keySources {
-		where = fmt.Sprintf("(%s) AND %s IN (SELECT %s FROM main.%s)", where, keys[i], dpselect.QuoteIdent(ks[1]), dpselect.QuoteIdent(ks[0]))
+	for i := range pl.keySources {
+		where = fmt.Sprintf("(%s) AND %s", where, pl.keyFilter(i))
 	}
 	var sel strings.Builder // the keys as _k0, ...
 	for i, k := range keys {
