@@ -108,6 +108,7 @@ func (m *Main) runCommand(fs *flag.FlagSet, args []string, hint string, run func
 		return 2
 	}
 	initBeam()
+	m.defaultWorkerBinary()
 	sum, err := run(name + " " + strings.Join(args, " "))
 	if err != nil {
 		var u usageError

@@ -26,6 +26,8 @@ import (
 	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
 )
 
 // Main is the command; Run executes one invocation.
@@ -35,9 +37,19 @@ type Main struct {
 	// beforeRun, when set, is called after the charge has committed and
 	// before the pipeline runs (a test hook).
 	beforeRun func(job string) error
+
+	// self is the running dpsql-beam binary, the default worker binary a
+	// portable runner's workers run (main sets it; tests leave it empty).
+	self string
 }
 
 func main() {
+	if isBootArgs(os.Args[1:]) {
+		// Started by a runner's PROCESS environment or a worker pool.
+		err := boot(os.Args[1:], os.Stderr)
+		fmt.Fprintf(os.Stderr, "dpsql-beam: starting a worker: %v\n", err)
+		os.Exit(1)
+	}
 	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "-") {
 		// Started by a runner as a worker: Beam's flags only.
 		flag.Parse()
@@ -45,7 +57,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "dpsql-beam: give a command (avgmix or aggregate); run dpsql-beam help")
 		os.Exit(2)
 	}
-	os.Exit((&Main{Stdout: os.Stdout, Stderr: os.Stderr}).Run(context.Background(), os.Args[1:]))
+	self, _ := os.Executable()
+	os.Exit((&Main{Stdout: os.Stdout, Stderr: os.Stderr, self: self}).Run(context.Background(), os.Args[1:]))
 }
 
 const usage = `dpsql-beam runs dpsql releases as Apache Beam pipelines, charged to a dpsql ledger.
@@ -72,6 +85,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		return m.runAvgmix(ctx, args[1:])
 	case "aggregate":
 		return m.runAggregate(ctx, args[1:])
+	case "worker-pool":
+		return m.runWorkerPool(ctx, args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(m.Stdout, usage)
 		return 0
@@ -89,6 +104,20 @@ func beamFlags(fs *flag.FlagSet) {
 			fs.Var(f.Value, f.Name, f.Usage)
 		}
 	})
+}
+
+// defaultWorkerBinary makes the running binary the workers' binary when the
+// runner starts workers of its own (not prism in-process, not LOOPBACK) and
+// --worker_binary is not given. Left alone, the Go SDK would compile the
+// driver's source again, without cgo, which SQLite's driver needs.
+func (m *Main) defaultWorkerBinary() {
+	switch strings.ToLower(*runners.Runner) {
+	case "", "direct", "prism":
+		return
+	}
+	if *jobopts.WorkerBinary == "" && !jobopts.IsLoopback() && m.self != "" {
+		*jobopts.WorkerBinary = m.self
+	}
 }
 
 // initBeam runs Beam's initialisation hooks once, after the flags are parsed.
