@@ -27,11 +27,14 @@ import (
 // AggregateOptions are the knobs of [Aggregate]; none affects the law.
 type AggregateOptions struct {
 	// DB is the database file holding the protected table; every worker
-	// reads its shard of the table from it, read-only.
+	// reads its shard of the table from it, read-only. Unused when Shards
+	// has files.
 	DB string
 	// Parts is the number of shards the table is read in (by rowid); 0
 	// means 4.
 	Parts int
+	// Shards, when it has files, holds the table's rows instead of DB.
+	Shards Shards
 	// Staging and StagingParts: where the released rows are written, as in
 	// AvgmixOptions; 0 parts means 4.
 	Staging      string
@@ -121,8 +124,8 @@ func Aggregate(sc beam.Scope, s *protect.Statement, opts AggregateOptions) (err 
 			err = fmt.Errorf("aggregate pipeline: %v", r)
 		}
 	}()
-	if opts.DB == "" || opts.Staging == "" {
-		return errors.New("aggregate pipeline: a database file and a staging directory are required")
+	if (opts.DB == "" && len(opts.Shards.Files) == 0) || opts.Staging == "" {
+		return errors.New("aggregate pipeline: a database file or shards, and a staging directory, are required")
 	}
 	parts, sparts := opts.Parts, opts.StagingParts
 	if parts == 0 {
@@ -159,7 +162,12 @@ func Aggregate(sc beam.Scope, s *protect.Statement, opts AggregateOptions) (err 
 	for i := range shards {
 		shards[i] = i
 	}
-	read := beam.ParDo(sc.Scope("read"), &readRowsFn{Job: job, DB: opts.DB, Parts: parts}, beam.CreateList(sc.Scope("shards"), shards))
+	var read beam.PCollection
+	if len(opts.Shards.Files) > 0 {
+		read = beam.ParDo(sc.Scope("read"), &readShardFn{Job: job, Shards: opts.Shards}, beam.CreateList(sc.Scope("shards"), opts.Shards.Files))
+	} else {
+		read = beam.ParDo(sc.Scope("read"), &readRowsFn{Job: job, DB: opts.DB, Parts: parts}, beam.CreateList(sc.Scope("shards"), shards))
+	}
 	contrib := read
 	if s.PrivacyUnit() != "" {
 		contrib = beam.ParDo(sc.Scope("bound per person"), &boundFn{MaxRows: s.MaxRows(), MaxGroups: s.MaxGroups()}, beam.GroupByKey(sc, read))
@@ -264,39 +272,7 @@ func (f *readRowsFn) ProcessElement(ctx context.Context, part int, emit func(str
 		return fmt.Errorf("aggregate pipeline: reading shard %d: %w", part, err)
 	}
 	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return err
-	}
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	unitMode := f.s.PrivacyUnit() != ""
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return err
-		}
-		unit, fig, err := f.s.DecodeRow(vals)
-		if err != nil {
-			return err
-		}
-		g := groupAcc{Keys: fig.Keys, HasKeys: true, F: fig}
-		if !unitMode {
-			g.F.Persons = 1
-		}
-		b, err := encodeGroup(g)
-		if err != nil {
-			return err
-		}
-		key := protect.CanonKey(fig.Keys)
-		if unitMode {
-			key = protect.CanonKey([]any{unit})
-		}
-		emit(key, b)
-	}
-	return rows.Err()
+	return emitStatementRows(f.s, rows, emit)
 }
 
 // openReadOnly opens the database file for reading only.

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -29,6 +31,7 @@ import (
 type aggregateConfig struct {
 	db, scope, into, query, staging string
 	parts, stagingParts             int
+	csvFiles, parquetFiles          string
 	command                         string
 }
 
@@ -55,7 +58,9 @@ func (m *Main) runAggregate(ctx context.Context, args []string) int {
 	fs.StringVar(&c.scope, "scope", accountant.DefaultScope, "the budget scope to charge")
 	fs.StringVar(&c.into, "into", "", "the new release table")
 	fs.StringVar(&c.query, "query", "", "the SELECT WITH DIFFERENTIAL_PRIVACY statement over a protected table of --db")
-	fs.IntVar(&c.parts, "table-parts", 4, "read the table as this many shards (by rowid)")
+	fs.StringVar(&c.csvFiles, "csv", "", "read the table's rows from these CSV shards (comma-separated; the header row names the columns) instead of --db")
+	fs.StringVar(&c.parquetFiles, "parquet", "", "read the table's rows from these Parquet shards (comma-separated; flat columns named as the table's) instead of --db")
+	fs.IntVar(&c.parts, "table-parts", 4, "without --csv or --parquet: read the table from --db as this many shards (by rowid)")
 	fs.StringVar(&c.staging, "staging", "", "directory under which each job stages its released rows (default a temporary directory beside --db)")
 	fs.IntVar(&c.stagingParts, "staging-parts", 4, "number of staging files")
 	return m.runCommand(fs, args, "give the statement with --query", func(command string) (any, error) {
@@ -99,9 +104,26 @@ func (m *Main) aggregate(ctx context.Context, c *aggregateConfig) (aggregateSumm
 	} else if exists {
 		return sum, usagef("table %q already exists; releases never overwrite, choose another --into", c.into)
 	}
-	// The workers' query must prepare (a table without rowid cannot be
-	// sharded): checked before anything is charged.
-	if ps, err := db.PrepareContext(ctx, st.RowSQL(c.parts, 0)); err != nil {
+	opts := pipeline.AggregateOptions{DB: c.db, Parts: c.parts, StagingParts: c.stagingParts}
+	if c.csvFiles != "" && c.parquetFiles != "" {
+		return sum, usagef("give --csv or --parquet, not both")
+	}
+	if c.csvFiles != "" || c.parquetFiles != "" {
+		opts.Shards.Format, opts.Shards.Files = pipeline.ShardCSV, listFlag(c.csvFiles)
+		if c.parquetFiles != "" {
+			opts.Shards.Format, opts.Shards.Files = pipeline.ShardParquet, listFlag(c.parquetFiles)
+		}
+		if opts.Shards.Tables, err = shardTables(ctx, db, st); err != nil {
+			return sum, err
+		}
+		// Headers, schemas and the statement's SQL over the declared
+		// table are checked before anything is charged.
+		if err := pipeline.CheckShards(ctx, opts.Shards, st); err != nil {
+			return sum, usageError{err}
+		}
+	} else if ps, err := db.PrepareContext(ctx, st.RowSQL(c.parts, 0)); err != nil {
+		// The workers' query must prepare (a table without rowid cannot be
+		// sharded): checked before anything is charged.
 		return sum, fmt.Errorf("the protected table cannot be read in shards: %w", err)
 	} else {
 		ps.Close()
@@ -117,7 +139,8 @@ func (m *Main) aggregate(ctx context.Context, c *aggregateConfig) (aggregateSumm
 	}
 	defer cleanup()
 	p := beam.NewPipeline()
-	if err := pipeline.Aggregate(p.Root(), st, pipeline.AggregateOptions{DB: c.db, Parts: c.parts, Staging: staging, StagingParts: c.stagingParts}); err != nil {
+	opts.Staging = staging
+	if err := pipeline.Aggregate(p.Root(), st, opts); err != nil {
 		return sum, err
 	}
 	l, err := ledger.OpenLedger(c.db)
@@ -214,4 +237,76 @@ func jobStaging(ctx context.Context, db, under, job string) (string, func(), err
 			os.Remove(dir)
 		}
 	}, nil
+}
+
+// shardTables returns the tables a worker recreates in memory to read
+// shards: the statement's FROM table as the owner declared it, and each
+// public key table the policy names, with the key column's declared type and
+// listed values (public by the policy).
+func shardTables(ctx context.Context, db *sql.DB, st *protect.Statement) ([]pipeline.MemTable, error) {
+	in := st.Inputs()
+	var create string
+	if err := db.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE`, in.Table).Scan(&create); err != nil {
+		return nil, fmt.Errorf("reading the declaration of table %s: %w", in.Table, err)
+	}
+	tables := []pipeline.MemTable{{Name: in.Table, Create: create}}
+	keys := map[string][]string{} // key table -> its listed columns
+	var order []string
+	for _, src := range in.Policy.PublicKeys {
+		t, col, ok := strings.Cut(src, ".")
+		if !ok {
+			return nil, fmt.Errorf("the policy's public key source %q is not table.column", src)
+		}
+		if strings.EqualFold(t, in.Table) {
+			return nil, fmt.Errorf("the policy lists public keys in the protected table %s itself; list them in a table of their own to read shards", t)
+		}
+		if _, seen := keys[t]; !seen {
+			order = append(order, t)
+		}
+		if !slices.Contains(keys[t], col) {
+			keys[t] = append(keys[t], col)
+		}
+	}
+	sort.Strings(order)
+	for _, t := range order {
+		cols := keys[t]
+		defs := make([]string, len(cols))
+		q := make([]string, len(cols))
+		for i, col := range cols {
+			var typ string
+			if err := db.QueryRowContext(ctx, `SELECT type FROM pragma_table_info(?) WHERE name = ? COLLATE NOCASE`, t, col).Scan(&typ); err != nil {
+				return nil, fmt.Errorf("the public key column %s.%s: %w", t, col, err)
+			}
+			q[i] = dpselect.QuoteIdent(col)
+			defs[i] = q[i] + " " + typ
+		}
+		rows, err := db.QueryContext(ctx, `SELECT `+strings.Join(q, ", ")+` FROM main.`+dpselect.QuoteIdent(t))
+		if err != nil {
+			return nil, fmt.Errorf("reading the public key table %s: %w", t, err)
+		}
+		var vals [][]any
+		for rows.Next() {
+			v := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range v {
+				ptrs[i] = &v[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			vals = append(vals, v)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		enc, err := pipeline.EncodeRows(vals)
+		if err != nil {
+			return nil, fmt.Errorf("the public key table %s: %w", t, err)
+		}
+		tables = append(tables, pipeline.MemTable{Name: t, Create: `CREATE TABLE ` + dpselect.QuoteIdent(t) + ` (` + strings.Join(defs, ", ") + `)`,
+			Columns: cols, Rows: enc})
+	}
+	return tables, nil
 }

@@ -27,7 +27,33 @@ import (
 //   - 100 visits without a pid (dropped).
 func visitsDB(t *testing.T, mu, delta float64, singles int) (string, *sql.DB, map[string]wardFigures) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "visits.db")
+	path, db := visitsSchema(t, t.TempDir(), mu, delta)
+	rows, want := visitRows(singles)
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := tx.Prepare(`INSERT INTO visits VALUES (?, ?, ?)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if _, err := ins.Exec(r.pid, r.ward, r.stay); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return path, db, want
+}
+
+// visitsSchema creates dir/visits.db with a scope of budget mu and delta and
+// the table visits(pid, ward, stay), empty, protected: privacy unit pid, at
+// most 2 wards and 3 visits per ward per person, stays bounded to [0, 10].
+func visitsSchema(t *testing.T, dir string, mu, delta float64) (string, *sql.DB) {
+	t.Helper()
+	path := filepath.Join(dir, "visits.db")
 	db, err := ext.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -36,22 +62,36 @@ func visitsDB(t *testing.T, mu, delta float64, singles int) (string, *sql.DB, ma
 	if _, err := db.Exec(`SELECT dp_init(?, ?)`, mu, delta); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := db.Begin()
-	if err != nil {
+	if _, err := db.Exec(`CREATE TABLE visits (pid INTEGER, ward TEXT, stay REAL)`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(`CREATE TABLE visits (pid INTEGER, ward TEXT, stay REAL)`); err != nil {
+	if _, err := db.Exec(`SELECT dp_protect('visits', json_object('privacy_unit', 'pid', 'max_groups', 2, 'max_rows', 3, 'bounds', json_object('stay', json_array(0, 10))))`); err != nil {
 		t.Fatal(err)
 	}
-	ins, err := tx.Prepare(`INSERT INTO visits VALUES (?, ?, ?)`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return path, db
+}
+
+// visit is one row of visits; a nil pid is a visit without a person.
+type visit struct {
+	pid  any
+	ward string
+	stay float64
+}
+
+// visitRows makes the visits and their exact figures after bounding:
+//
+//   - 20,000 persons in 8 wards w0..w7: person p has 3 visits in ward
+//     w(p%8) and 2 in w((p+1)%8), all kept by the bounds: each ward counts
+//     12,500 visits; stays are multiples of 0.5 in [0, 20] (clamped to 10).
+//   - 1,000 persons with 10 visits each in ward "heavy", stay 4: bounded to
+//     3 visits each, so the ward counts 3,000 and sums 12,000.
+//   - singles one-person wards s0, s1, ...: one visit each.
+//   - 100 visits without a pid (dropped).
+func visitRows(singles int) ([]visit, map[string]wardFigures) {
+	var rows []visit
 	want := map[string]wardFigures{}
 	add := func(pid any, ward string, stay float64, counted bool) {
-		if _, err := ins.Exec(pid, ward, stay); err != nil {
-			t.Fatal(err)
-		}
+		rows = append(rows, visit{pid, ward, stay})
 		if counted {
 			f := want[ward]
 			f.count++
@@ -65,27 +105,21 @@ func visitsDB(t *testing.T, mu, delta float64, singles int) (string, *sql.DB, ma
 			if j >= 3 {
 				w = (p + 1) % 8
 			}
-			add(p, fmt.Sprintf("w%d", w), float64((p*7+j*3)%41)/2, true)
+			add(int64(p), fmt.Sprintf("w%d", w), float64((p*7+j*3)%41)/2, true)
 		}
 	}
 	for p := 20000; p < 21000; p++ {
 		for j := range 10 {
-			add(p, "heavy", 4, j < 3)
+			add(int64(p), "heavy", 4, j < 3)
 		}
 	}
 	for i := range singles {
-		add(30000+i, fmt.Sprintf("s%d", i), 1, true)
+		add(int64(30000+i), fmt.Sprintf("s%d", i), 1, true)
 	}
 	for range 100 {
 		add(nil, "w0", 5, false)
 	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`SELECT dp_protect('visits', json_object('privacy_unit', 'pid', 'max_groups', 2, 'max_rows', 3, 'bounds', json_object('stay', json_array(0, 10))))`); err != nil {
-		t.Fatal(err)
-	}
-	return path, db, want
+	return rows, want
 }
 
 // wardFigures are a ward's exact figures after bounding.
@@ -165,10 +199,21 @@ func TestAggregatePipeline(t *testing.T) {
 	if after := ledgerRows(t, db); len(after) != 1 {
 		t.Fatalf("%d charges after the job, want 1", len(after))
 	}
+	checkWardsAgainstSQL(t, path, db, "wards_rel", hookJob, atRun[0].id, want)
+}
+
+// checkWardsAgainstSQL checks the release table into of job (charge
+// chargeID, the last charge of the ledger) of wardQuery over the visits of
+// want: every ward released, its COUNT and SUM within 5 sigma of the exact
+// bounded figures; the outcome record; then that protected mode's SQL
+// charges the same mechanism with the same details for the statement; and
+// `dpsql audit verify`.
+func checkWardsAgainstSQL(t *testing.T, path string, db *sql.DB, into, job string, chargeID int64, want map[string]wardFigures) {
+	t.Helper()
 	beamMech, beamParams, _ := lastCharge(t, db)
 
 	// The released rows.
-	rows, err := db.Query(`SELECT ward, n, total, mean FROM wards_rel ORDER BY id`)
+	rows, err := db.Query(`SELECT ward, n, total, mean FROM ` + into + ` ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +228,7 @@ func TestAggregatePipeline(t *testing.T) {
 		got[w] = [3]float64{float64(n), total, mean}
 	}
 	rows.Close()
-	if o := outcomes(t, db, hookJob); len(o) != 1 || o[0] != (Outcome{Status: statusReleased, Charge: atRun[0].id, Into: "wards_rel", Rows: len(got)}) {
+	if o := outcomes(t, db, job); len(o) != 1 || o[0] != (Outcome{Status: statusReleased, Charge: chargeID, Into: into, Rows: len(got)}) {
 		t.Fatalf("outcome records %+v", o)
 	}
 	parts := statementParts(t, beamParams)
