@@ -63,6 +63,8 @@ func (m *Main) runAggregate(ctx context.Context, args []string) int {
 	fs.IntVar(&c.parts, "table-parts", 4, "without --csv or --parquet: read the table from --db as this many shards (by rowid)")
 	fs.StringVar(&c.staging, "staging", "", "directory under which each job stages its released rows (default a temporary directory beside --db)")
 	fs.IntVar(&c.stagingParts, "staging-parts", 4, "number of staging files")
+	commandUsage(fs, m.Stderr, "dpsql-beam aggregate --db FILE --into TABLE --query 'SELECT WITH DIFFERENTIAL_PRIVACY ...'\n"+
+		"         [--csv A.csv,... | --parquet A.parquet,...] [options] [Beam flags]")
 	return m.runCommand(fs, args, "give the statement with --query", func(command string) (any, error) {
 		c.command = command
 		return m.aggregate(ctx, &c)

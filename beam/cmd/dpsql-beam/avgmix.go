@@ -84,6 +84,8 @@ func (m *Main) runAvgmix(ctx context.Context, args []string) int {
 	fs.StringVar(&c.staging, "staging", "", "directory under which each job stages its noisy rows, readable by the driver and writable by the workers (default a temporary directory beside --db)")
 	fs.IntVar(&c.parts, "staging-parts", 16, "number of staging files")
 	fs.IntVar(&c.combineMB, "combine-mb", pipeline.DefaultCombineBytes>>20, "MiB of per-bundle accumulators per sampling worker (T*(d+K)*8 bytes combine best)")
+	commandUsage(fs, m.Stderr, "dpsql-beam avgmix --db FILE --into TABLE --mu MU --n N --classes K\n"+
+		"         (--npy X0.npy,... --labels Y0.npy,... | --csv A.csv,... | --table T) [options] [Beam flags]")
 	return m.runCommand(fs, args, "all inputs are flags", func(command string) (any, error) {
 		c.command = command
 		return m.avgmix(ctx, &c)

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestHelp: the help names the commands and the flags users need first,
+// not Beam's hundred flags; a command's -h lists its own options and the
+// Beam flags that say where it runs; help beam lists them all. --help
+// reaches the help, not Beam's worker (which printed every Beam flag).
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		if isWorkerArgs(args) || isBootArgs(args) {
+			t.Fatalf("%v would start a worker", args)
+		}
+		code, out, _ := run(t, nil, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+		for _, want := range []string{"avgmix", "aggregate", "worker-pool", "--runner=universal", "--environment_type=PROCESS"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v: the help lacks %q:\n%s", args, want, out)
+			}
+		}
+		if strings.Contains(out, "dataflow") || strings.Count(out, "\n") > 40 {
+			t.Errorf("%v: the help lists Beam's flags (%d lines):\n%s", args, strings.Count(out, "\n"), out)
+		}
+	}
+	for _, cmd := range []string{"aggregate", "avgmix"} {
+		code, _, errs := run(t, nil, cmd, "-h")
+		if code != 0 {
+			t.Fatalf("%s -h: exit %d", cmd, code)
+		}
+		for _, want := range []string{"Usage: dpsql-beam " + cmd, "-db", "-into", "-csv", "-runner", "-endpoint", "-environment_config", "dpsql-beam help beam"} {
+			if !strings.Contains(errs, want) {
+				t.Errorf("%s -h lacks %q:\n%s", cmd, want, errs)
+			}
+		}
+		if strings.Contains(errs, "dataflow") {
+			t.Errorf("%s -h lists every Beam flag:\n%s", cmd, errs)
+		}
+	}
+	if code, out, _ := run(t, nil, "help", "beam"); code != 0 || !strings.Contains(out, "-dataflow_service_options") && !strings.Contains(out, "-staging_location") {
+		t.Errorf("help beam: exit %d, does not list Beam's flags:\n%.500s", code, out)
+	}
+	for _, args := range [][]string{
+		{"--worker", "--id=1", "--control_endpoint=x", "--logging_endpoint=y"},
+		{"--worker=true", "--id=1"},
+	} {
+		if !isWorkerArgs(args) {
+			t.Errorf("%v does not start Beam's worker", args)
+		}
+	}
+	if !isBootArgs([]string{"--id='a_go'", "--provision_endpoint=localhost:1"}) || isBootArgs([]string{"--worker", "--provision_endpoint=x"}) {
+		t.Error("boot arguments misread")
+	}
+}
