@@ -1,8 +1,15 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestHelp: the help names the commands and the flags users need first,
@@ -54,5 +61,31 @@ func TestHelp(t *testing.T) {
 	}
 	if !isBootArgs([]string{"--id='a_go'", "--provision_endpoint=localhost:1"}) || isBootArgs([]string{"--worker", "--provision_endpoint=x"}) {
 		t.Error("boot arguments misread")
+	}
+}
+
+// TestCheckStagedWorker: a worker serves a job only if the job staged this
+// very binary; another build, or no binary, is refused.
+func TestCheckStagedWorker(t *testing.T) {
+	dir := t.TempDir()
+	self := filepath.Join(dir, "dpsql-beam")
+	if err := os.WriteFile(self, []byte("this binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("this binary"))
+	staged := func(sha string) []*pipepb.ArtifactInformation {
+		p, _ := proto.Marshal(&pipepb.ArtifactFilePayload{Path: "/driver/dpsql-beam", Sha256: sha})
+		return []*pipepb.ArtifactInformation{{TypeUrn: "beam:artifact:type:file:v1", TypePayload: p,
+			RoleUrn: "beam:artifact:role:go_worker_binary:v1"}}
+	}
+	if err := checkStagedWorker(staged(hex.EncodeToString(sum[:])), self); err != nil {
+		t.Fatalf("this binary refused: %v", err)
+	}
+	other := sha256.Sum256([]byte("another build"))
+	if err := checkStagedWorker(staged(hex.EncodeToString(other[:])), self); err == nil || !strings.Contains(err.Error(), "same dpsql-beam build") {
+		t.Fatalf("another build: %v", err)
+	}
+	if err := checkStagedWorker(nil, self); err == nil {
+		t.Fatal("a job without a staged binary was served")
 	}
 }
