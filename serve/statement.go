@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dpsql/dpsql/internal/sqllex"
 	"github.com/dpsql/dpsql/protect"
 	"github.com/dpsql/dpsql/protect/dpselect"
 )
@@ -103,74 +104,47 @@ type token struct {
 	text string
 }
 
-// sqlTokens splits q as SQLite's tokenizer would, as far as this package
-// needs: comments dropped, strings and quoted names read whole (doubled
-// quotes inside), words and single punctuation bytes.
+// sqlTokens reads q with SQLite's tokenizer (package sqllex) and returns the
+// tokens this package looks at: comments dropped (an unterminated /* comment
+// ends the statement, as in SQLite), strings and quoted names unquoted. A
+// blob x'..' reads as the word x and the string of its digits, and a
+// parameter as its sigil and the word of its name, so that a name after "x"
+// or a sigil is filtered as a word.
 func sqlTokens(q string) ([]token, error) {
 	var out []token
-	for i := 0; i < len(q); {
-		c := q[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
-			i++
-		case c == '-' && i+1 < len(q) && q[i+1] == '-':
-			j := strings.IndexByte(q[i:], '\n')
-			if j < 0 {
-				return out, nil
-			}
-			i += j + 1
-		case c == '/' && i+1 < len(q) && q[i+1] == '*':
-			j := strings.Index(q[i+2:], "*/")
-			if j < 0 {
+	for _, t := range sqllex.Tokens(q) {
+		if t.Unterminated {
+			switch t.Kind {
+			case sqllex.Comment:
 				return out, nil // SQLite ends an unterminated comment at the end of the input
+			case sqllex.Blob:
+				return nil, fmt.Errorf("unterminated ' at byte %d of the statement", t.Pos+2)
 			}
-			i += j + 4
-		case c == '\'' || c == '"' || c == '`' || c == '[':
-			end := c
-			if c == '[' {
-				end = ']'
+			return nil, fmt.Errorf("unterminated %c at byte %d of the statement", t.Text[0], t.Pos+1)
+		}
+		switch t.Kind {
+		case sqllex.Word, sqllex.Number:
+			out = append(out, token{tokWord, t.Text})
+		case sqllex.Quoted:
+			out = append(out, token{tokQuoted, t.Value()})
+		case sqllex.String:
+			out = append(out, token{tokString, t.Value()})
+		case sqllex.Blob:
+			out = append(out, token{tokWord, t.Text[:1]}, token{tokString, t.Value()})
+		case sqllex.Param:
+			out = append(out, token{tokPunct, t.Text[:1]})
+			if len(t.Text) > 1 {
+				out = append(out, token{tokWord, t.Text[1:]})
 			}
-			var b strings.Builder
-			j := i + 1
-			for {
-				if j >= len(q) {
-					return nil, fmt.Errorf("unterminated %c at byte %d of the statement", c, i+1)
-				}
-				if q[j] == end {
-					if end != ']' && j+1 < len(q) && q[j+1] == end {
-						b.WriteByte(end)
-						j += 2
-						continue
-					}
-					break
-				}
-				b.WriteByte(q[j])
-				j++
+		case sqllex.Op:
+			if t.Text == ";" {
+				out = append(out, token{tokSemicolon, ";"})
+			} else {
+				out = append(out, token{tokPunct, t.Text})
 			}
-			kind := tokQuoted
-			if c == '\'' {
-				kind = tokString
-			}
-			out = append(out, token{kind, b.String()})
-			i = j + 1
-		case isWordByte(c):
-			j := i
-			for j < len(q) && isWordByte(q[j]) {
-				j++
-			}
-			out = append(out, token{tokWord, q[i:j]})
-			i = j
-		case c == ';':
-			out = append(out, token{tokSemicolon, ";"})
-			i++
-		default:
-			out = append(out, token{tokPunct, q[i : i+1]})
-			i++
+		default: // Illegal
+			out = append(out, token{tokPunct, t.Text})
 		}
 	}
 	return out, nil
-}
-
-func isWordByte(b byte) bool {
-	return b == '_' || b == '$' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b >= 0x80
 }

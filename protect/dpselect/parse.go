@@ -22,8 +22,15 @@ const MaxLikePattern = 1000
 // maxDepth bounds expression nesting (the parser recurses).
 const maxDepth = 100
 
-// IsDP reports whether src starts (after white space and comments) with
-// SELECT WITH DIFFERENTIAL_PRIVACY.
+// IsDP reports whether src is protected mode's to run: it starts (after
+// white space and comments) with SELECT WITH DIFFERENTIAL_PRIVACY, and its
+// tokens are ones this package reads (no parameter, no token SQLite would
+// refuse; otherwise SQLite gets it and names the bad token). It is the one
+// place that routes statements: the analyst connections' driver
+// (protect.AnalystConn), the analyst service's classifier (serve), and
+// through them the command line, and dpsql-beam all decide by it, so a form
+// added later (EXPLAIN ..., WITH ... SELECT WITH DIFFERENTIAL_PRIVACY) is
+// recognised here once.
 func IsDP(src string) bool {
 	toks, err := lex(src)
 	if err != nil || len(toks) < 3 {
