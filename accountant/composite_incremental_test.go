@@ -70,7 +70,11 @@ func TestCompositeGaussianPartsMergedWhenExtending(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := f.p.Epsilon(delta)
+		fp, err := f.c.figure()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := fp.Epsilon(delta)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -110,19 +110,16 @@ func certifiedEpsilon(comp Composition, delta, tv float64) (float64, error) {
 	if tv == 0 {
 		return comp.Epsilon(delta)
 	}
-	// The root search sweeps the PLD some hundred times; a charge runs it
-	// for its scope and for the file's total, which often hold the same
-	// entries (one scope): remember the result by the composition's content.
-	var key string
-	if comp.c.legacy == nil {
-		key = comp.c.contentKey() + "|" + strconv.FormatUint(math.Float64bits(delta), 16) + "|" + strconv.FormatUint(math.Float64bits(tv), 16)
-		if e, ok := certified.Get(key); ok {
-			return e, nil
-		}
+	// The root search sweeps the PLD some ten times; a charge runs it for
+	// its scope and for the file's total, which often hold the same entries
+	// (one scope): remember the result by the composition's key.
+	key := string(comp.c.key[:]) + "|" + strconv.FormatUint(math.Float64bits(delta), 16) + "|" + strconv.FormatUint(math.Float64bits(tv), 16)
+	if e, ok := certified.Get(key); ok {
+		return e, nil
 	}
 	tally.CertifiedSearches.Add(1)
 	e, err := certifiedEpsilonBracket(comp, delta, tv)
-	if err == nil && key != "" {
+	if err == nil {
 		certified.Put(key, e)
 	}
 	return e, err
@@ -163,12 +160,8 @@ func certifiedEpsilonBracket(comp Composition, delta, tv float64) (float64, erro
 		switch {
 		case !(d > 0 && d < 1):
 			return math.Inf(1), nil
-		case comp.p != nil:
-			return comp.p.Epsilon(d)
-		case comp.mu == 0:
-			return 0, nil
 		}
-		return Epsilon(comp.mu, d)
+		return comp.c.epsilon(d)
 	}
 	f := func(x float64) (float64, error) { return e(delta - (1+math.Exp(x))*tv*(1+4*rigULP)) }
 	top := math.Log(delta/tv - 1) // beyond it the samplers' term alone exceeds delta

@@ -1,12 +1,11 @@
 package accountant
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
-	"sort"
 	"strconv"
 
 	"github.com/dpsql/dpsql/accountant/pld"
@@ -19,23 +18,70 @@ import (
 // budget decisions use the privacy loss distribution (PLD) accountant of
 // package pld, whose every epsilon and delta is an upper bound.
 //
-// Entries are mapped as follows (replace_one entries as stated, see ReplaceOne):
-//   - gaussian, external: mu = GDPMu() (sqrt(steps) included); all of them
-//     merge exactly into one Gaussian of
-//     mu = sqrt(sum mu_i^2), whose PLD is composed last (or, with no other
-//     entries, converted exactly with Delta/Epsilon).
+// Entries are mapped as follows (replace_one entries as stated, see mechanism.ReplaceOne):
+//   - gaussian, external: mu = GDPMu() (sqrt(steps) included). While every
+//     entry is of these kinds they merge exactly into one Gaussian of
+//     mu = sqrt(sum mu_i^2), converted exactly with Delta/Epsilon.
 //   - laplace: Laplace noise with sensitivity/scale = Epsilon, composed Steps
 //     times.
-//   - composite: each part as if it were its own entry (one ledger row, one
-//     count).
+//   - composite: its parts, as if each were its own entry (one ledger row,
+//     one count); its Gaussian parts first merged into one Gaussian (exact),
+//     and into its gaussian_inf part when it has exactly one.
 //   - gaussian_inf: a mu-GDP Gaussian plus Delta mass at +infinity.
 //   - truncated_laplace, optnoise: their exact PLDs (see noise_kinds.go).
 //   - subsampled_gaussian: Poisson rate Q, noise multiplier Sigma, Steps
 //     steps, both directions kept. Replace-one entries use the replace-one
 //     pair (pld.SubsampledGaussianReplaceOne; why: neighbours.go).
+//
+// # One rule, entry by entry
+//
+// A list of entries and a ledger scope are composed by the same rule, one
+// entry at a time in their order (rigComposition.extend), so that the
+// figure a charge records is exactly RigorousEpsilon of the scope's entries
+// and its cost does not depend on how many came before:
+//
+//   - while every entry is exactly Gaussian, the composition is their merged
+//     mu (no PLD);
+//   - the first entry that is not turns the composition into a PLD: that of
+//     the merged Gaussian so far (at most ledgerMaxBins bins) composed with
+//     the entry's, or the entry's own PLD alone (as priced on its own);
+//   - every later entry's PLD is built on the composition's grid (the
+//     connect-the-dots construction, whose error is second order in the
+//     spacing, rather than rounding a finer PLD up) and composed in by
+//     pld.PLD.Accumulate, which keeps at most ledgerMaxBins bins per
+//     direction and charges its round-off relative to each bin.
+//
+// Why each approximation keeps the figure an upper bound (the package
+// documentation of pld states the invariant: the stored measure's
+// hockey-stick curve lies above the mechanism's at every epsilon):
+//
+//   - tails: each composition moves at most Tail = 1e-15 of mass per
+//     direction and side: the upper tail to +infinity, where it counts in
+//     full in every delta (so n charges cost at most n 1e-15 of delta: 1e-11
+//     after ten thousand, a millionth of delta = 1e-5), the lower tail up
+//     into the lowest kept bin (a move to larger losses, never dropped);
+//   - grid: when the composition needs more than ledgerMaxBins bins, every
+//     loss is rounded up to a grid twice as coarse (again a move to larger
+//     losses). The epsilon read afterwards exceeds the fine-grid one by at
+//     most the new spacing, about 16 standard deviations of the composed
+//     loss over 2^14 bins: some 1e-3 standard deviations, a few 1e-4 of
+//     epsilon;
+//   - round-off: narrow entries are convolved directly, whose error is
+//     relative to each bin and charged by scaling the measure up (ten
+//     thousand charges raise delta by a factor 1 + 2e-10 at most); wider
+//     ones by FFT, whose absolute bound is charged at +infinity;
+//   - Gaussian entries after the first non-Gaussian one are composed as
+//     their own PLDs rather than merged: exact composition of dominating
+//     pairs, looser than the merge by the discretisation only.
 
-// rigorousConfig is the discretisation used for ledger accounting.
+// rigorousConfig is the discretisation of single entries' PLDs (grid 2^-13,
+// coarser only for entries wider than pld.DefaultMaxBins bins).
 var rigorousConfig = pld.Config{}
+
+// ledgerMaxBins caps the bins per direction of a composition of more than
+// one entry: what bounds a charge's cost (one convolution of at most this
+// many bins with the new entry, and the root search's sweeps over them).
+const ledgerMaxBins = 1 << 14
 
 // RigorousDelta returns an upper bound on delta(epsilon) for the composition
 // of ms.
@@ -76,297 +122,216 @@ func CalibrateSubsampledSigma(q float64, steps int, epsilon, delta float64) (flo
 	if err != nil || p == nil || steps < 2 {
 		return sigma, err
 	}
-	g := newRigGroup(mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps})
-	rigMemo.Put(rigMemoKey{spec: g.key, steps: int(g.steps)}, p)
+	m := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps}
+	rigMemo.Put(rigEntryKey(m, pld.DefaultInterval), p)
 	return sigma, nil
 }
 
-// rigComposition is a composed scope: the exactly-Gaussian part as sum mu_i^2,
-// and the rest as groups of identical entries (kind and parameters), each
-// with its total number of steps. legacy holds the composed PLD of a cache
-// written before groups were kept (format 1); such a cache has no groups.
+// rigComposition is a composition of entries by the rule above. It is
+// immutable once built (extend returns a new one).
 type rigComposition struct {
-	count  int64
-	muSq   float64
-	groups []rigGroup
-	legacy *pld.PLD
+	count int64
+	// gsq is the sum of mu_i^2 (rounded up) of the exactly Gaussian parts
+	// not yet composed into p: all of them while p is nil, else those
+	// since p's last non-Gaussian part.
+	gsq float64
+	p   *pld.PLD // the non-Gaussian parts and the Gaussian ones before them (nil: none yet)
+	key [32]byte // identifies the value (a hash chain over the entries)
 }
 
-// rigGroup is a set of identical non-Gaussian entries: its PLD is the
-// single-step PLD self-composed steps times (one FFT, whose round-off does
-// not grow with steps, see pld.SelfCompose). Entries are identical when
-// their single-step descriptions have the same canonical JSON (key), so
-// every kind and field, present or future, takes part in the grouping.
-type rigGroup struct {
-	key   string              // canonical JSON of m
-	m     mechanism.Mechanism // one step (Steps 0)
-	steps int64
+// rigMaxEntries bounds a composition's entry count, far beyond any budget.
+const rigMaxEntries = 1 << 40
+
+// rigChainKey returns the key of the composition of the one keyed prev with
+// m: SHA-256 over prev and m's canonical JSON. Equal keys mean equal entry
+// sequences, hence (the rule being deterministic) equal compositions.
+func rigChainKey(prev [32]byte, m mechanism.Mechanism) [32]byte {
+	b, _ := json.Marshal(m)
+	h := sha256.New()
+	h.Write(prev[:])
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(b))))
+	h.Write(b)
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
 }
 
-func (g rigGroup) less(o rigGroup) bool { return g.key < o.key }
-
-// newRigGroup returns the group of one non-Gaussian, non-composite entry.
-func newRigGroup(m mechanism.Mechanism) rigGroup {
-	one := m
-	one.Steps = 1
-	b, _ := json.Marshal(one)
-	return rigGroup{key: string(b), m: one, steps: int64(m.StepsOrOne())}
-}
-
-// mechanism returns the group's mechanism composed steps times.
-func (g rigGroup) mechanism() mechanism.Mechanism {
-	m := g.m
-	m.Steps = int(g.steps)
-	return m
-}
-
-// rigMaxSteps bounds a group's total steps, far beyond any budget.
-const rigMaxSteps = 1 << 40
-
-// add records one validated entry (a composite's parts each in turn).
-func (c *rigComposition) add(e mechanism.Mechanism) error {
-	c.count++
-	for _, m := range e.Components() {
-		if m.IsGaussian() {
-			c.addGaussian(m.GDPMu())
-			continue
-		}
-		g := newRigGroup(m)
-		i := sort.Search(len(c.groups), func(i int) bool { return !c.groups[i].less(g) })
-		if i < len(c.groups) && !g.less(c.groups[i]) {
-			c.groups[i].steps += g.steps
+// extend returns the composition of c with the validated entry m, leaving c
+// unchanged. Its parts (a composite's, or m itself) are composed one after
+// another, exactly as if each were its own entry:
+//   - an exactly Gaussian part adds its mu^2 to gsq: Gaussians compose
+//     exactly into the Gaussian of mu = sqrt(sum mu_i^2), and composition
+//     commutes, so they wait there;
+//   - a gaussian_inf part takes gsq in as a larger mu (exact: the Gaussian
+//     only shifts and spreads the loss, and adds no mass at +infinity);
+//   - every non-Gaussian part's PLD is composed into p (pld.PLD.Accumulate),
+//     or becomes p if it is the first;
+//   - after each part, once the Gaussian of gsq would span rigFoldBins bins
+//     of p's grid, it is composed into p and gsq restarts from 0: wide
+//     enough that its discretisation costs little, narrow enough that the
+//     figures' convolution with what remains in gsq stays cheap.
+func (c *rigComposition) extend(m mechanism.Mechanism) (*rigComposition, error) {
+	if c.count >= rigMaxEntries {
+		return nil, fmt.Errorf("more than %d entries in one composition", int64(rigMaxEntries))
+	}
+	key := rigChainKey(c.key, m)
+	if n, ok := rigAdds.Get(key); ok {
+		return n, nil
+	}
+	n := &rigComposition{count: c.count + 1, gsq: c.gsq, p: c.p, key: key}
+	for _, part := range m.Components() {
+		if part.IsGaussian() {
+			mu := part.GDPMu()
+			n.gsq = (n.gsq + mu*mu) * (1 + 4*rigULP)
 		} else {
-			c.groups = slices.Insert(c.groups, i, g)
+			if part.Kind == mechanism.KindGaussianInf && n.gsq > 0 {
+				part.Mu = math.Sqrt((part.Mu*part.Mu+n.gsq)*(1+4*rigULP)) * (1 + 2*rigULP)
+				n.gsq = 0
+			}
+			// A single step is discretised on p's grid (connect the
+			// dots); several are composed on the fine grid first, then
+			// moved to p's grid once (Accumulate aligns them): composing
+			// many steps on a coarse grid would add each step's
+			// discretisation error.
+			h := n.interval()
+			if part.StepsOrOne() > 1 {
+				h = pld.DefaultInterval
+			}
+			e, err := rigMechanismPLD(part, h)
+			if err != nil {
+				return nil, err
+			}
+			if n.p == nil {
+				n.p = e // the first: its own PLD, as priced alone
+			} else if n.p, err = n.p.Accumulate(e, ledgerMaxBins); err != nil {
+				return nil, err
+			}
 		}
-		if c.groups[i].steps > rigMaxSteps {
-			return fmt.Errorf("%s: more than %d steps of one kind in a scope", m.Kind, int64(rigMaxSteps))
+		if n.p != nil && n.gsq > 0 && rigGaussBins(n.gaussMu(), n.p.Interval()) >= rigFoldBins {
+			f, err := n.withGaussian(ledgerMaxBins)
+			if err != nil {
+				return nil, err
+			}
+			n.p, n.gsq = f, 0
 		}
 	}
-	return nil
+	rigAdds.Put(key, n)
+	return n, nil
 }
 
-func (c *rigComposition) addGaussian(mu float64) {
-	// Round the running sum up: it must never fall below the true sum.
-	c.muSq = (c.muSq + mu*mu) * (1 + 4*rigULP)
+// rigFoldBins is the width (bins per direction) at which the waiting
+// Gaussian is composed into p.
+const rigFoldBins = 512
+
+// rigGaussBins estimates the bins per direction of a mu-GDP Gaussian's PLD
+// on the grid h: its loss N(mu^2/2, mu^2) kept to 8.3 standard deviations
+// on either side (tails of 1e-15).
+func rigGaussBins(mu, h float64) float64 { return 16.6 * mu / h }
+
+// interval returns the grid spacing of p (the default before p exists).
+func (c *rigComposition) interval() float64 {
+	if c.p == nil {
+		return pld.DefaultInterval
+	}
+	return c.p.Interval()
+}
+
+// withGaussian returns p composed with the Gaussian of mu = sqrt(gsq), with
+// at most maxBins bins per direction (the Gaussian built on p's grid, or on
+// a coarser one if it would not fit in ledgerMaxBins).
+func (c *rigComposition) withGaussian(maxBins int) (*pld.PLD, error) {
+	g, err := rigGaussianPLD(c.gaussMu(), c.p.Interval(), ledgerMaxBins)
+	if err != nil {
+		return nil, err
+	}
+	return c.p.Accumulate(g, maxBins)
 }
 
 const rigULP = 1.0 / (1 << 53)
 
-// nonGaussian returns the PLD of the non-Gaussian part (nil if there is none):
-// each group self-composed, then the groups convolved in their sorted order.
-// The number of lossy operations is the number of distinct groups, however
-// many entries were charged. The composition of every prefix of the groups
-// is memoised, so a charge that changes the last groups (or only the
-// Gaussian part) recomputes only what follows the change.
-func (c *rigComposition) nonGaussian() (*pld.PLD, error) {
-	if c.legacy != nil {
-		return c.legacy, nil
+// figure returns the PLD every figure of c is read from (nil while c is
+// exactly Gaussian: then its merged mu decides, exactly): p composed with
+// the Gaussian still waiting in gsq, memoised by key (a charge reads it for
+// its scope and the file's total, and the certified epsilon's search many
+// times). It is not capped: it is read, never extended.
+func (c *rigComposition) figure() (*pld.PLD, error) {
+	if c.p == nil || c.gsq == 0 {
+		return c.p, nil
 	}
-	prefix := func(i int) string { return "prefix:" + string(appendGroups(nil, c.groups[:i+1])) }
-	var out *pld.PLD
-	start := 0
-	for i := len(c.groups) - 1; i >= 0; i-- {
-		if p, _ := rigFull.Get(prefix(i)); p != nil {
-			out, start = p, i+1
-			break
-		}
+	if f, ok := rigFigures.Get(c.key); ok {
+		return f, nil
 	}
-	for i := start; i < len(c.groups); i++ {
-		g := c.groups[i]
-		p, err := rigMechanismPLD(g.mechanism())
-		if err != nil {
-			return nil, err
-		}
-		if out == nil {
-			out = p
-		} else if out, err = out.Compose(p); err != nil {
-			return nil, err
-		}
-		rigFull.Put(prefix(i), out)
-	}
-	return out, nil
-}
-
-// full returns the PLD of the whole composition (nil if it is exactly
-// Gaussian) and the merged mu, with a round-off bound at most roundCap
-// unless the grouped computation itself exceeds it. Results are memoised by
-// content. When Composition.Add recorded this composition as a memoised one plus
-// one entry, full extends that PLD by one convolution, as long as the
-// round-off bound stays within roundCap; otherwise (and for every entry list)
-// it composes the groups afresh, whose bound does not grow with the number of
-// entries. Both are upper bounds on the same composition.
-func (c *rigComposition) full(roundCap float64) (*pld.PLD, float64, error) {
-	mu := math.Sqrt(c.muSq) * (1 + 2*rigULP)
-	if c.legacy == nil && len(c.groups) == 0 {
-		return nil, mu, nil
-	}
-	if c.legacy != nil {
-		return c.composeGaussian(c.legacy, mu)
-	}
-	key := c.contentKey()
-	if p, _ := rigFull.Get(key); p != nil && p.RoundoffBound() <= roundCap {
-		return p, mu, nil
-	}
-	if st, ok := rigSteps.Get(key); ok {
-		// Extend only when the predecessor leaves room for a convolution.
-		if prev, _ := rigFull.Get(st.prev); prev != nil && prev.RoundoffBound() <= roundCap/2 {
-			p := prev
-			// A composite: each non-Gaussian part in turn, then its
-			// Gaussian parts as one Gaussian of their merged mu (exact:
-			// Gaussians compose to the Gaussian of sqrt(sum mu^2), rounded
-			// up here), one convolution instead of one per part.
-			//
-			// A protected statement's charge (one gaussian_inf part, the
-			// rest Gaussian) is one gaussian_inf of the merged mu: the
-			// Gaussian parts shift nothing and add no mass at +infinity, so
-			// the composition is exactly that Gaussian, shifted and given
-			// mass as the gaussian_inf part alone is (pld.GaussianMuInf).
-			var gsq float64
-			var inf []mechanism.Mechanism
-			parts := st.m.Components()
-			for _, part := range parts {
-				if part.IsGaussian() {
-					mu := part.GDPMu()
-					gsq = (gsq + mu*mu) * (1 + 4*rigULP)
-				} else {
-					inf = append(inf, part)
-				}
-			}
-			if len(inf) == 1 && inf[0].Kind == mechanism.KindGaussianInf && gsq > 0 {
-				merged := inf[0]
-				merged.Mu = math.Sqrt((merged.Mu*merged.Mu+gsq)*(1+4*rigULP)) * (1 + 2*rigULP)
-				parts, gsq = []mechanism.Mechanism{merged}, 0
-			}
-			for _, part := range parts {
-				if part.IsGaussian() {
-					continue
-				}
-				e, err := rigMechanismPLD(part)
-				if err != nil {
-					return nil, 0, err
-				}
-				if p, err = p.Compose(e); err != nil {
-					return nil, 0, err
-				}
-			}
-			if gsq > 0 {
-				e, err := rigGaussianPLD(math.Sqrt(gsq) * (1 + 2*rigULP))
-				if err != nil {
-					return nil, 0, err
-				}
-				if p, err = p.Compose(e); err != nil {
-					return nil, 0, err
-				}
-			}
-			if p.RoundoffBound() <= roundCap {
-				rigFull.Put(key, p)
-				return p, mu, nil
-			}
-		}
-	}
-	p, err := c.nonGaussian()
+	f, err := c.withGaussian(pld.DefaultMaxBins)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	if p, _, err = c.composeGaussian(p, mu); err != nil {
-		return nil, 0, err
-	}
-	rigFull.Put(key, p)
-	return p, mu, nil
+	rigFigures.Put(c.key, f)
+	return f, nil
 }
 
-func (c *rigComposition) composeGaussian(p *pld.PLD, mu float64) (*pld.PLD, float64, error) {
-	if mu == 0 {
-		return p, mu, nil
-	}
-	g, err := rigGaussianPLD(mu)
-	if err != nil {
-		return nil, 0, err
-	}
-	p, err = p.Compose(g)
-	return p, mu, err
-}
-
-// Round-off allowed in a composition extended one entry at a time: a
-// thousandth of the delta asked for (epsilon queries), or rigDeltaRoundCap
-// (delta queries). The accountant refuses at a tenth.
-const (
-	rigRoundCapOfDelta = 1e-3
-	rigDeltaRoundCap   = 1e-11
-)
-
-// rigStep records that a composition (by content) is another plus one entry.
-type rigStep struct {
-	prev string
-	m    mechanism.Mechanism
-}
-
-const rigStepMemoSize = 4096
-
-var rigSteps = lru.New[string, rigStep](rigStepMemoSize, nil)
-
-// contentKey identifies the composition's value (not its entry count).
-func (c *rigComposition) contentKey() string {
-	b := binary.LittleEndian.AppendUint64(nil, math.Float64bits(c.muSq))
-	return string(appendGroups(b, c.groups))
-}
-
-// rigFull keeps the most recently used composed PLDs (whole compositions
-// and prefixes of their groups) by content, up to a total bin count.
-var rigFull = lru.New[string, *pld.PLD](rigFullMaxBins, (*pld.PLD).Bins)
-
-const rigFullMaxBins = 1 << 22 // 32 MiB of float64
+// gaussMu returns the merged mu of an exactly Gaussian composition, rounded up.
+func (c *rigComposition) gaussMu() float64 { return math.Sqrt(c.gsq) * (1 + 2*rigULP) }
 
 func (c *rigComposition) delta(eps float64) (float64, error) {
-	p, mu, err := c.full(rigDeltaRoundCap)
-	if err != nil {
+	f, err := c.figure()
+	switch {
+	case err != nil:
 		return 0, err
-	}
-	if p != nil {
-		return p.Delta(eps)
-	}
-	if mu == 0 {
+	case f != nil:
+		return f.Delta(eps)
+	case c.gsq == 0:
 		return 0, nil
 	}
-	return Delta(mu, eps)
+	return Delta(c.gaussMu(), eps)
 }
 
 func (c *rigComposition) epsilon(delta float64) (float64, error) {
-	p, mu, err := c.full(rigRoundCapOfDelta * delta)
-	if err != nil {
+	f, err := c.figure()
+	switch {
+	case err != nil:
 		return 0, err
-	}
-	if p != nil {
-		return p.Epsilon(delta)
-	}
-	if mu == 0 {
+	case f != nil:
+		return f.Epsilon(delta)
+	case c.gsq == 0:
 		return 0, nil
 	}
-	return Epsilon(mu, delta)
+	return Epsilon(c.gaussMu(), delta)
 }
 
-// rigMechanismPLD returns the PLD of a non-Gaussian entry (all its steps),
-// from the memo when the same entry was seen recently; the single-step PLD
-// is memoised too, so a group that grows by a few steps costs one FFT.
-func rigMechanismPLD(m mechanism.Mechanism) (*pld.PLD, error) {
-	g := newRigGroup(m)
-	k := rigMemoKey{spec: g.key, steps: int(g.steps)}
+// rigAdds and rigFigures keep the most recent compositions and figures by
+// key: a charge extends its scope and the file's total by the same entry,
+// which for a file of one scope (in one neighbour relation) is the same
+// composition, and a check that fails is made again by the next charge.
+var (
+	rigAdds    = lru.New[[32]byte, *rigComposition](16, nil)
+	rigFigures = lru.New[[32]byte, *pld.PLD](16, nil)
+)
+
+// rigMechanismPLD returns the PLD of a non-Gaussian entry (all its steps) on
+// the grid of spacing h (coarser if the entry is too wide for
+// pld.DefaultMaxBins bins), from the memo when the same entry was seen
+// recently; the single-step PLD is memoised too, so a group that grows by a
+// few steps costs one FFT.
+func rigMechanismPLD(m mechanism.Mechanism, h float64) (*pld.PLD, error) {
+	k := rigEntryKey(m, h)
 	return rigMemo.GetOr(k, func() (*pld.PLD, error) {
 		one := k
 		one.steps = 1
+		cfg := rigorousConfig
+		cfg.Interval = h
 		p, err := rigMemo.GetOr(one, func() (*pld.PLD, error) {
 			switch m.Kind {
 			case mechanism.KindLaplace:
-				return rigorousConfig.Laplace(m.Epsilon, 1)
+				return cfg.Laplace(m.Epsilon, 1)
 			case mechanism.KindSubsampledGaussian:
 				if m.Neighbours == mechanism.ReplaceOne {
-					return rigorousConfig.SubsampledGaussianReplaceOne(m.Q, m.Sigma)
+					return cfg.SubsampledGaussianReplaceOne(m.Q, m.Sigma)
 				}
-				return rigorousConfig.SubsampledGaussian(m.Q, m.Sigma)
+				return cfg.SubsampledGaussian(m.Q, m.Sigma)
 			case mechanism.KindGaussianInf:
-				return rigorousConfig.GaussianMuInf(m.Mu, m.Delta)
+				return cfg.GaussianMuInf(m.Mu, m.Delta)
 			case mechanism.KindTruncatedLaplace, mechanism.KindOptNoise:
-				return noisePLD(m, rigorousConfig)
+				return noisePLD(m, cfg)
 			default:
 				return nil, fmt.Errorf("%s: no PLD for this kind", m.Kind)
 			}
@@ -378,141 +343,78 @@ func rigMechanismPLD(m mechanism.Mechanism) (*pld.PLD, error) {
 	})
 }
 
-// rigGaussianPLD returns the PLD of a mu-GDP Gaussian, memoised.
-func rigGaussianPLD(mu float64) (*pld.PLD, error) {
-	return rigMemo.GetOr(rigMemoKey{spec: "gaussian mu " + strconv.FormatUint(math.Float64bits(mu), 16)}, func() (*pld.PLD, error) {
-		return rigorousConfig.GaussianMu(mu)
+// rigEntryKey returns the memo key of entry m's PLD on the grid h.
+func rigEntryKey(m mechanism.Mechanism, h float64) rigMemoKey {
+	one := m
+	one.Steps = 1
+	b, _ := json.Marshal(one)
+	return rigMemoKey{spec: string(b), steps: int(m.StepsOrOne()), h: h}
+}
+
+// rigGaussianPLD returns the PLD of a mu-GDP Gaussian on the grid h, with at
+// most maxBins bins per direction (0: the default), memoised.
+func rigGaussianPLD(mu, h float64, maxBins int) (*pld.PLD, error) {
+	k := rigMemoKey{spec: "gaussian mu " + strconv.FormatUint(math.Float64bits(mu), 16), h: h, bins: maxBins}
+	return rigMemo.GetOr(k, func() (*pld.PLD, error) {
+		cfg := rigorousConfig
+		cfg.Interval, cfg.MaxBins = h, maxBins
+		return cfg.GaussianMu(mu)
 	})
 }
 
 // rigMemoKey identifies a built PLD; PLDs are immutable, so they can be shared.
 type rigMemoKey struct {
-	spec  string // a group's key, or a Gaussian's mu
-	steps int
+	spec  string  // an entry's canonical JSON (one step), or a Gaussian's mu
+	steps int     // entries: the steps composed
+	h     float64 // the grid spacing asked for
+	bins  int     // Gaussians: the bin cap (0: the default)
 }
 
-// rigMemo keeps the most recently used PLDs (a ledger repeats its entries:
-// the same training step, the same query shape), up to a total bin count.
-var rigMemo = lru.New[rigMemoKey, *pld.PLD](rigMemoMaxBins, (*pld.PLD).Bins)
+// rigMemo keeps the most recently built PLDs (a ledger repeats its entries:
+// the same training step, the same query shape), up to a total bin count
+// (64 MiB of float64).
+var rigMemo = lru.New[rigMemoKey, *pld.PLD](1<<23, (*pld.PLD).Bins)
 
-const rigMemoMaxBins = 1 << 23 // 64 MiB of float64
-
-// rigComposeAll validates ms, merges the Gaussian entries and groups
-// identical non-Gaussian entries (summing their steps).
+// rigComposeAll validates ms and composes them in order.
 func rigComposeAll(ms []mechanism.Mechanism) (*rigComposition, error) {
 	c := &rigComposition{}
 	for i, m := range ms {
 		if err := m.Validate(); err != nil {
 			return nil, fmt.Errorf("entry %d: %w", i, err)
 		}
-		if err := c.add(m); err != nil {
+		n, err := c.extend(m)
+		if err != nil {
 			return nil, fmt.Errorf("entry %d: %w", i, err)
 		}
+		c = n
 	}
 	return c, nil
 }
 
 // ---- the encoded composition ----
 //
-// Composition.MarshalBinary writes: the magic "dpRC\x02", the entry count (uint64), the
-// rounded-up sum of squared mu of the exactly-Gaussian entries (float64), the
-// flag byte 2, the number of groups (uint32) and per group its single-step
-// mechanism as canonical JSON (a uint32 length and the bytes) and its total
-// steps (uint64), groups in ascending order of their JSON. Everything is
-// little-endian.
-//
-// An encoded composition holds what RigorousEpsilon groups from the entry list, never a
-// computed distribution: extending it is bookkeeping. The figures read from
-// it come from the groups (one self-composition per group, one convolution
-// per further group and one for the merged Gaussian), whose round-off bound
-// does not grow with the number of charges, or, when this process computed
-// the previous composition, from that plus one convolution while the
-// round-off bound stays below a thousandth of the delta asked for (see
-// full). Either is an upper bound; they agree to the discretisation error.
-// Group PLDs, group prefixes and the last compositions are memoised in
-// memory. Format 1 encodings (magic "dpRC\x01", a composed PLD) are still read
-// and extended as they were, with a round-off bound that grows by one
-// convolution per entry; rebuilding them from the ledger's entries gives a
-// format 2 encoding.
+// Composition.MarshalBinary writes: the magic "dpRC\x03", the entry count
+// (uint64), gsq (float64: the rounded-up sum of squared mu of the Gaussian
+// parts not in the PLD), then the flag byte 0 (exactly Gaussian: nothing
+// follows) or 3 followed by the PLD p (pld.PLD.MarshalBinary, to the end). Everything is little-endian. It is the whole state the rule
+// extends: decoding and extending gives the same figures as extending the
+// original.
 
-const (
-	rigCacheMagic   = "dpRC\x02"
-	rigCacheMagicV1 = "dpRC\x01"
-)
-
-// extend returns the composition of c with the validated entry m, leaving c
-// unchanged.
-func (c *rigComposition) extend(m mechanism.Mechanism) (*rigComposition, error) {
-	n := &rigComposition{count: c.count, muSq: c.muSq, groups: slices.Clone(c.groups), legacy: c.legacy}
-	if n.legacy == nil {
-		var prev string
-		if len(n.groups) > 0 {
-			prev = n.contentKey()
-		}
-		if err := n.add(m); err != nil {
-			return nil, err
-		}
-		if prev != "" {
-			rigSteps.Put(n.contentKey(), rigStep{prev: prev, m: m})
-		}
-		return n, nil
-	}
-	// A format 1 composition: extend its PLD as before.
-	n.count++
-	for _, part := range m.Components() {
-		var p *pld.PLD
-		var err error
-		if part.IsGaussian() {
-			p, err = rigGaussianPLD(part.GDPMu())
-		} else {
-			p, err = rigMechanismPLD(part)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n.legacy, err = n.legacy.Compose(p); err != nil {
-			return nil, err
-		}
-	}
-	if n.muSq > 0 {
-		full, _, err := n.composeGaussian(n.legacy, math.Sqrt(n.muSq)*(1+2*rigULP))
-		if err != nil {
-			return nil, err
-		}
-		n.legacy, n.muSq = full, 0
-	}
-	return n, nil
-}
+const rigCacheMagic = "dpRC\x03"
 
 func (c *rigComposition) encode() ([]byte, error) {
-	magic := rigCacheMagic
-	if c.legacy != nil {
-		magic = rigCacheMagicV1
-	}
-	b := make([]byte, 0, len(magic)+21+40*len(c.groups))
-	b = append(b, magic...)
+	b := make([]byte, 0, len(rigCacheMagic)+17)
+	b = append(b, rigCacheMagic...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(c.count))
-	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.muSq))
-	if c.legacy != nil {
-		p, err := c.legacy.MarshalBinary()
-		if err != nil {
-			return nil, err
-		}
-		b = append(b, 1)
-		return append(b, p...), nil
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.gsq))
+	if c.p == nil {
+		return append(b, 0), nil
 	}
-	b = append(b, 2)
-	return appendGroups(b, c.groups), nil
-}
-
-func appendGroups(b []byte, gs []rigGroup) []byte {
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(gs)))
-	for _, g := range gs {
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(g.key)))
-		b = append(b, g.key...)
-		b = binary.LittleEndian.AppendUint64(b, uint64(g.steps))
+	p, err := c.p.MarshalBinary()
+	if err != nil {
+		return nil, err
 	}
-	return b
+	return append(append(b, 3), p...), nil
 }
 
 func decodeRigCache(data []byte) (*rigComposition, error) {
@@ -520,74 +422,33 @@ func decodeRigCache(data []byte) (*rigComposition, error) {
 	if len(data) == 0 {
 		return c, nil
 	}
-	bad := func(what string) error { return fmt.Errorf("invalid rigorous accounting cache: %s", what) }
-	if len(data) < len(rigCacheMagic)+17 {
-		return nil, bad("bad header")
-	}
-	v1 := string(data[:len(rigCacheMagicV1)]) == rigCacheMagicV1
-	if !v1 && string(data[:len(rigCacheMagic)]) != rigCacheMagic {
+	bad := func(what string) error { return fmt.Errorf("invalid encoded composition: %s", what) }
+	if len(data) < len(rigCacheMagic)+17 || string(data[:len(rigCacheMagic)]) != rigCacheMagic {
 		return nil, bad("bad header")
 	}
 	r := data[len(rigCacheMagic):]
 	c.count = int64(binary.LittleEndian.Uint64(r))
-	c.muSq = math.Float64frombits(binary.LittleEndian.Uint64(r[8:]))
+	c.gsq = math.Float64frombits(binary.LittleEndian.Uint64(r[8:]))
 	flag := r[16]
 	r = r[17:]
-	if c.count < 0 || !(c.muSq >= 0) || math.IsInf(c.muSq, 1) {
+	if c.count < 0 || c.count > rigMaxEntries || !(c.gsq >= 0) || math.IsInf(c.gsq, 1) {
 		return nil, bad("bad counters")
 	}
-	switch {
-	case v1 && flag == 0:
+	switch flag {
+	case 0:
 		if len(r) != 0 {
 			return nil, bad("trailing bytes")
 		}
-	case v1 && flag == 1:
-		c.legacy = new(pld.PLD)
-		if err := c.legacy.UnmarshalBinary(r); err != nil {
-			return nil, fmt.Errorf("invalid rigorous accounting cache: %w", err)
-		}
-	case !v1 && flag == 2:
-		if len(r) < 4 {
-			return nil, bad("truncated")
-		}
-		n := binary.LittleEndian.Uint32(r)
-		r = r[4:]
-		if uint64(n) > uint64(len(r))/12 {
-			return nil, bad("group count")
-		}
-		for range n {
-			if len(r) < 4 {
-				return nil, bad("truncated")
-			}
-			kl := uint64(binary.LittleEndian.Uint32(r))
-			if uint64(len(r)) < 4+kl+8 {
-				return nil, bad("truncated")
-			}
-			key := r[4 : 4+kl]
-			steps := binary.LittleEndian.Uint64(r[4+kl:])
-			r = r[4+kl+8:]
-			if steps < 1 || steps > rigMaxSteps {
-				return nil, bad("steps out of range")
-			}
-			m, err := mechanism.Parse(key)
-			if err != nil || m.IsGaussian() || m.Kind == mechanism.KindComposite || m.Steps != 1 {
-				return nil, bad("invalid group " + strconv.Quote(string(key)))
-			}
-			g := newRigGroup(m)
-			if g.key != string(key) {
-				return nil, bad("group not in canonical form " + strconv.Quote(string(key)))
-			}
-			g.steps = int64(steps)
-			if k := len(c.groups); k > 0 && !c.groups[k-1].less(g) {
-				return nil, bad("groups out of order")
-			}
-			c.groups = append(c.groups, g)
-		}
-		if len(r) != 0 {
-			return nil, bad("trailing bytes")
+	case 3:
+		c.p = new(pld.PLD)
+		if err := c.p.UnmarshalBinary(r); err != nil {
+			return nil, fmt.Errorf("invalid encoded composition: %w", err)
 		}
 	default:
 		return nil, bad("bad flag")
 	}
+	// A decoded value is identified by its bytes: never by a key it could
+	// share with a composition computed here.
+	c.key = sha256.Sum256(append([]byte("decoded\x00"), data...))
 	return c, nil
 }

@@ -384,12 +384,12 @@ func FuzzComposeIntoCache(f *testing.F) {
 	c1, _ := composeInto(nil, mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 1})
 	c2, _ := composeInto(c1, mechanism.Mechanism{Kind: mechanism.KindLaplace, Epsilon: 2})
 	c3, _ := composeInto(c2, mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 1, Steps: 3})
-	p, _ := rigMechanismPLD(mechanism.Mechanism{Kind: mechanism.KindLaplace, Epsilon: 2})
-	legacy, _ := (&rigComposition{count: 1, legacy: p}).encode()
+	p, _ := rigMechanismPLD(mechanism.Mechanism{Kind: mechanism.KindLaplace, Epsilon: 2}, pld.DefaultInterval)
+	onePLD, _ := (&rigComposition{count: 1, p: p}).encode()
 	f.Add(c1)
 	f.Add(c2)
 	f.Add(c3)
-	f.Add(legacy)
+	f.Add(onePLD)
 	f.Add([]byte(rigCacheMagic))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if _, err := cachedDelta(data, 1); err != nil {
@@ -499,8 +499,7 @@ func TestCalibrationMemoisesItsPLD(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: q, Sigma: sigma, Steps: steps}
-	g := newRigGroup(m)
-	memoised, _ := rigMemo.Get(rigMemoKey{spec: g.key, steps: steps})
+	memoised, _ := rigMemo.Get(rigEntryKey(m, pld.DefaultInterval))
 	if memoised == nil {
 		t.Fatal("the calibration left no PLD in the memo")
 	}
@@ -509,7 +508,7 @@ func TestCalibrationMemoisesItsPLD(t *testing.T) {
 		t.Fatal(err)
 	}
 	rigMemo.Clear()
-	rigFull.Clear()
+	resetRigMemos()
 	fresh, err := Price(m, 1e-5)
 	if err != nil {
 		t.Fatal(err)

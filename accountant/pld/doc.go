@@ -51,8 +51,13 @@
 // larger losses, since f_eps is non-decreasing (the lower tail is merged into
 // the lowest kept bin, the upper tail beyond a truncation point goes to +inf,
 // never dropped; Config.Tail bounds each truncation); adding mass and
-// clamping negative round-off to 0, since f_eps >= 0; and charging a bound on
-// the l1 norm of the floating-point error at +inf, since f_eps <= 1. The FFT
+// clamping negative round-off to 0, since f_eps >= 0; scaling a measure up
+// (direct convolutions charge their round-off so: every term is
+// non-negative, so each computed bin is within a relative gamma_m of the
+// exact one); charging a bound on the l1 norm of the floating-point error at
+// +inf, since f_eps <= 1; and moving a measure to a coarser grid by connect
+// the dots from its own curve (coarsened: the curve of any non-negative
+// measure is convex in e^eps, so its interpolation lies above it). The FFT
 // error bounds (see fftRelErr) are a priori, normwise and componentwise; the
 // smaller is charged. Epsilon refuses to answer (ErrRoundoff) when the
 // charged round-off exceeds delta/10.
@@ -69,8 +74,15 @@
 // coefficient's absolute error by up to t where |P_k| is close to 1, so those
 // few coefficients are recomputed directly from 1 - P_k with relative
 // accuracy: the round-off bound of a t-fold composition no longer grows
-// with t (about 3e-12 at t = 50000 against 1.2e-8 before). Heterogeneous composition
-// (Compose) is exact linear convolution followed by truncation.
+// with t (about 3e-12 at t = 50000 against 1.2e-8 before). When a few small
+// direct convolutions suffice (binary powering), they are used instead, and
+// nothing is charged at +inf. Heterogeneous composition (Compose) is exact
+// linear convolution followed by truncation. Accumulate is the composition a
+// running total (a ledger's scope) repeats once per entry: a bounded number
+// of bins (the grid coarsened by connect the dots when needed), direct
+// convolution for narrow entries (round-off relative to each bin, not
+// absolute), tails trimmed at AccumulateTail; see accumulate.go for why each
+// keeps the result an upper bound.
 //
 // # Mechanisms
 //

@@ -266,7 +266,11 @@ func build(c, conj curve, h, tau float64, maxBins int) (*pmf, error) {
 		e := (errs[j-1]*(1+1/eh1) + errs[j]/eh1) + 8*unitRoundoff*math.Abs(v) + 2*unitRoundoff*vals[j-1]/eh1
 		A[j] = math.Max(v+e, A[j+1])
 	}
-	A[0] = math.Max(1, A[1])
+	total := 1.0 // a probability measure's, or more
+	if tm, ok := c.(interface{ totalMass() float64 }); ok {
+		total = tm.totalMass()
+	}
+	A[0] = math.Max(total, A[1])
 	out := &pmf{lo: bottom, p: make([]float64, n), inf: A[n]}
 	for i := range out.p {
 		out.p[i] = A[i] - A[i+1]

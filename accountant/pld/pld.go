@@ -271,8 +271,9 @@ func (p *PLD) addOrRem() *pmf {
 	return p.rem
 }
 
-// align returns copies of p and o on a common grid, coarsening the finer one
-// (rounding its losses up) when the intervals differ by a power of two.
+// align returns copies of p and o on a common grid, moving the finer one to
+// the coarser grid by connect the dots when the intervals differ by a power
+// of two.
 func align(p, o *PLD) (*PLD, *PLD, error) {
 	if p.h == o.h {
 		return p, o, nil
@@ -294,35 +295,22 @@ func align(p, o *PLD) (*PLD, *PLD, error) {
 	return p, c, nil
 }
 
+// coarsened returns p on the grid k times coarser (k a power of two), by
+// connect the dots from p's own curve (pmf.recoarsen): a dominating measure
+// whose error is second order in the new spacing.
 func (p *PLD) coarsened(k int) *PLD {
 	c := *p
-	c.rem = p.rem.clone()
-	c.rem.coarsen(k)
+	c.rem = p.rem.recoarsen(p.h, k)
 	if p.add != nil {
-		c.add = p.add.clone()
-		c.add.coarsen(k)
+		c.add = p.add.recoarsen(p.h, k)
 	}
 	c.h = p.h * float64(k)
 	return &c
 }
 
-// fit coarsens p (in place) by powers of two until it fits in maxBins.
-func (p *PLD) fit() {
-	for {
-		n := len(p.rem.p)
-		if p.add != nil {
-			n = max(n, len(p.add.p))
-		}
-		if n <= p.maxBins {
-			return
-		}
-		p.rem.coarsen(2)
-		if p.add != nil {
-			p.add.coarsen(2)
-		}
-		p.h *= 2
-	}
-}
+// fit moves p (in place) to the finest coarser grid on which it fits in
+// maxBins bins per direction (see fitCTD).
+func (p *PLD) fit() { p.fitCTD(p.maxBins) }
 
 var errZero = errors.New("pld: PLD not built (use a constructor or UnmarshalBinary)")
 
@@ -359,15 +347,23 @@ func (p *PLD) trim() error {
 	return nil
 }
 
-// SelfCompose returns the PLD of k independent runs of the mechanism. If the
-// k-fold loss range does not fit in MaxBins bins, the grid is coarsened by
-// powers of two first (rounding losses up).
+// SelfCompose returns the PLD of k independent runs of the mechanism. When
+// few small convolutions suffice, they are direct (binary powering, round-off
+// relative to each bin: see Accumulate), so that an entry composed thousands
+// of times carries no absolute round-off bound of its own; otherwise one FFT
+// powers the spectrum. If the k-fold loss range does not fit in MaxBins
+// bins, the grid is coarsened by powers of two first (by connect the dots).
 func (p *PLD) SelfCompose(k int) (*PLD, error) {
 	if !p.ok() {
 		return nil, errZero
 	}
 	if k < 1 {
 		return nil, fmt.Errorf("pld: self-composition count must be >= 1, got %d", k)
+	}
+	if k > 1 {
+		if d := p.selfComposeDirect(k); d != nil && d.Bins() <= d.maxBins {
+			return d, nil
+		}
 	}
 	for {
 		out := &PLD{h: p.h, tail: p.tail, maxBins: p.maxBins}

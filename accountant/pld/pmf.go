@@ -98,21 +98,6 @@ func (a *pmf) clampTrim(tau float64) error {
 	return nil
 }
 
-// coarsen moves the pmf to the grid of spacing factor*h by rounding every
-// loss up to the next multiple of factor*h (a move upwards).
-func (a *pmf) coarsen(factor int) {
-	if factor == 1 {
-		return
-	}
-	newLo := ceilDiv(a.lo, factor)
-	newHi := ceilDiv(a.lo+len(a.p)-1, factor)
-	q := make([]float64, newHi-newLo+1)
-	for k, v := range a.p {
-		q[ceilDiv(a.lo+k, factor)-newLo] += v
-	}
-	a.lo, a.p = newLo, q
-}
-
 func floorDiv(a, b int) int {
 	q := a / b
 	if a%b != 0 && (a < 0) != (b < 0) {

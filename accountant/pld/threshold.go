@@ -1,6 +1,7 @@
 package pld
 
 import (
+	"errors"
 	"fmt"
 	"math"
 )
@@ -18,20 +19,56 @@ import (
 // therefore at most the Gaussian loss on the first event and +infinity on the
 // second; in the other direction it is the Gaussian loss plus -log(1-delta),
 // the mass the present side loses to the second event. Both directions are
-// dominated by the Gaussian PLD shifted up by -log(1-delta), rounded up to
-// whole grid steps, with delta added at +infinity: moving mass to larger
-// losses and adding mass keep the upper-measure property.
+// dominated by the Gaussian loss measure shifted up by s >= -log(1-delta),
+// with delta added at +infinity (total mass 1 + delta): moving mass to larger
+// losses and adding mass keep the upper-measure property. Its hockey-stick
+// curve is delta_G(eps - s) + delta, convex in e^eps like delta_G, and it is
+// discretised by connect the dots like any curve: the shift, some 1e-10, costs
+// that much of epsilon, where rounding it up to a whole grid step cost a step
+// per statement.
 func (c Config) GaussianMuInf(mu, delta float64) (*PLD, error) {
 	if !(delta > 0 && delta < 1) {
 		return nil, fmt.Errorf("pld: gaussian with mass at infinity needs delta in (0, 1), got %v", delta)
 	}
-	g, err := c.GaussianMu(mu)
+	if !finitePos(mu) {
+		return nil, fmt.Errorf("pld: mu must be positive and finite, got %v", mu)
+	}
+	c, err := c.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	shift := int(math.Ceil(-math.Log1p(-delta) / g.h))
-	out := &PLD{h: g.h, tail: g.tail, maxBins: g.maxBins, rem: g.rem.clone()}
-	out.rem.lo += shift
-	out.rem.inf += delta
-	return out, nil
+	sc := shiftCurve{c: gaussCurve{mu}, s: -math.Log1p(-delta) * (1 + 4*unitRoundoff), inf: delta}
+	for h := c.Interval; ; h *= 2 {
+		// The lower tail of the shifted measure lies above the Gaussian's:
+		// the Gaussian (symmetric) bounds it.
+		rem, err := build(sc, gaussCurve{mu}, h, c.Tail, c.MaxBins)
+		var wide errTooWide
+		if errors.As(err, &wide) && h < 1 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		p := &PLD{h: h, tail: c.Tail, maxBins: c.MaxBins, rem: rem}
+		return p, p.trim()
+	}
 }
+
+// shiftCurve is the loss measure of c moved up by s >= 0, plus inf at
+// +infinity: delta(eps) = c.delta(eps - s) + inf, total mass 1 + inf.
+type shiftCurve struct {
+	c      curve
+	s, inf float64
+}
+
+func (sc shiftCurve) delta(eps float64) (float64, float64) {
+	x := eps - sc.s
+	v, e := sc.c.delta(x)
+	// eps - s is within u |x| of exact, and a hockey-stick curve's slope
+	// is at most 1 in magnitude.
+	return v + sc.inf, e + 2*unitRoundoff*(math.Abs(x)+v+sc.inf)
+}
+
+func (sc shiftCurve) infMass() float64 { return sc.inf }
+
+func (sc shiftCurve) totalMass() float64 { return (1 + sc.inf) * (1 + 2*unitRoundoff) }
