@@ -56,9 +56,13 @@ func (Driver) Open(dsn string) (driver.Conn, error) {
 			return err
 		}
 		handles.Store(c, hostHandle{api, h})
-		if _, err := sqlfuncs.Register(api, h, scope); err != nil {
+		fc, err := sqlfuncs.Register(api, h, scope)
+		if err != nil {
 			handles.Delete(c)
 			return err
+		}
+		if analyst {
+			fc.ConfineScope() // its own scope only, in every function
 		}
 		// Analyst connections have them too, for their authorizer to refuse
 		// by name.

@@ -13,6 +13,7 @@ import (
 	"github.com/dpsql/dpsql/accountant"
 
 	"github.com/dpsql/dpsql/protect/dpselect"
+	"github.com/dpsql/dpsql/sqlfuncs"
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
@@ -33,6 +34,9 @@ type AnalystConn struct {
 	mu        sync.Mutex
 	protected map[string]bool // lower-case names of protected tables
 	denial    string          // why the authorizer last refused
+	// syncing: the connection runs syncScope's own statements, which
+	// the authorizer allows (analystscope.go).
+	syncing bool
 }
 
 // Analyst-only refusals of functions: they change budgets, scopes or
@@ -75,6 +79,9 @@ func (c *AnalystConn) deny(format string, args ...any) int {
 }
 
 func (c *AnalystConn) authorize(op int, a1, a2, a3 string) int {
+	if c.syncing {
+		return sqlite3.SQLITE_OK
+	}
 	switch op {
 	case sqlite3.SQLITE_SELECT, sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_SAVEPOINT, 33 /* SQLITE_RECURSIVE */ :
 		return sqlite3.SQLITE_OK
@@ -87,6 +94,8 @@ func (c *AnalystConn) authorize(op int, a1, a2, a3 string) int {
 			return c.deny("%s is not readable on an analyst connection (it holds samples or pages of table data)", a1)
 		case t == "sqlite_sequence":
 			return c.deny("sqlite_sequence is not readable on an analyst connection (it holds the largest rowid of AUTOINCREMENT tables, protected ones too)")
+		case hiddenMain(a1, a3):
+			return c.deny("%s.%s holds every scope's figures: an analyst connection sees its own scope only, in the TEMP tables dp_ledger, dp_budget, dp_scope_state and dp_budget_status (SELECT * FROM dp_ledger)", a3, a1)
 		}
 		return sqlite3.SQLITE_OK
 	case sqlite3.SQLITE_FUNCTION:
@@ -154,7 +163,7 @@ func (c *AnalystConn) refresh(ctx context.Context, query string) error {
 	c.protected = m
 	c.denial = ""
 	c.mu.Unlock()
-	return nil
+	return c.syncScope(ctx)
 }
 
 // hasVacuum reports whether the word VACUUM occurs outside string literals
@@ -192,6 +201,9 @@ func (c *AnalystConn) explain(err error) error {
 	c.mu.Unlock()
 	if d != "" && (strings.Contains(err.Error(), "not authorized") || strings.Contains(err.Error(), "prohibited")) {
 		return &Refusal{Msg: d}
+	}
+	if strings.Contains(err.Error(), sqlfuncs.OwnScopeOnly) { // dp_budget_remaining('other') and the like
+		return &Refusal{Msg: err.Error()}
 	}
 	return err
 }

@@ -29,7 +29,10 @@ type Conn struct {
 
 	mu    sync.Mutex
 	scope string
-	noise *release.Noise
+	// confined: the connection sees its own scope only (an analyst
+	// connection of protected mode, see ConfineScope).
+	confined bool
+	noise    *release.Noise
 
 	// The charges committed during the statement execution exec, so that a
 	// later error in the same statement can say that they stand.
@@ -66,6 +69,29 @@ func (c *Conn) Scope() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.scope
+}
+
+// ConfineScope makes the connection see its own scope only: the functions
+// that take a scope (dp_budget_remaining, dp_epsilon) refuse any other. An
+// analyst connection of protected mode is confined (package ext).
+func (c *Conn) ConfineScope() {
+	c.mu.Lock()
+	c.confined = true
+	c.mu.Unlock()
+}
+
+// OwnScopeOnly is in the message of every refusal of another scope on a
+// confined connection (package protect reports those as refusals).
+const OwnScopeOnly = "this connection sees its own scope only"
+
+// otherScope refuses, on a confined connection, a scope other than its own.
+func (c *Conn) otherScope(fn, scope string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.confined && scope != c.scope {
+		return fmt.Errorf("%s: %s (%q), not %q: call %s without a scope", fn, OwnScopeOnly, c.scope, scope, fn)
+	}
+	return nil
 }
 
 // SetScope sets the budget scope the connection charges.

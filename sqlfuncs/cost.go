@@ -114,6 +114,9 @@ func (c *Conn) dpEpsilon(args ...any) (any, error) {
 		if scope, err = text(fn, "scope", args[0]); err != nil {
 			return nil, err
 		}
+		if err := c.otherScope(fn, scope); err != nil {
+			return nil, err
+		}
 	}
 	d, err := probability(fn, "delta", args[len(args)-1])
 	if err != nil {

@@ -388,6 +388,9 @@ func (c *Conn) dpBudgetRemaining(args ...any) (any, error) {
 		if scope, err = text(fn, "scope", args[0]); err != nil {
 			return nil, err
 		}
+		if err := c.otherScope(fn, scope); err != nil {
+			return nil, err
+		}
 	}
 	l, err := c.ledger()
 	if err != nil {
