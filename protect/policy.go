@@ -9,6 +9,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/dpsql/dpsql/internal/jsonkeys"
 	"github.com/dpsql/dpsql/ledger"
 )
 
@@ -82,6 +83,9 @@ func (p *Policy) Normalize() error {
 // normalises it. Unknown keys are refused.
 func ParsePolicy(data []byte) (Policy, error) {
 	var p Policy
+	if err := jsonkeys.Check(data); err != nil { // a key twice: which one counts would be the parser's choice
+		return p, fmt.Errorf("policy: %w", err)
+	}
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {

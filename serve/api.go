@@ -18,6 +18,7 @@ import (
 	sqlite3 "github.com/mattn/go-sqlite3"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/internal/jsonkeys"
 	"github.com/dpsql/dpsql/protect"
 )
 
@@ -170,6 +171,11 @@ func (s *Server) readQuery(w http.ResponseWriter, r *http.Request) (QueryRequest
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		return req, err
+	}
+	// A key given twice, or in two cases ({"sql": ..., "SQL": ...}), is
+	// refused: encoding/json would run one of them silently.
+	if err := jsonkeys.Check(body); err != nil {
+		return req, fmt.Errorf("the body is not the JSON object {\"sql\": \"...\"}: %v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/dpsql/dpsql/internal/jsonkeys"
 )
 
 func sameOptions(first []byte, v any) bool {
@@ -45,6 +47,11 @@ func decodeOptions(fn string, data []byte, dst any) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
 		return fmt.Errorf("%s: options are not a JSON object (pass json_object(...)); got %s", fn, abbreviateJSON(data))
+	}
+	// json_object('mu', 1, 'mu', 2) makes {"mu":1,"mu":2}: a key given
+	// twice (or in two cases) is refused, not resolved to one of them.
+	if err := jsonkeys.Check(data); err != nil {
+		return fmt.Errorf("%s: options: %v", fn, err)
 	}
 	fields := optionFields(dst)
 	for k, v := range raw {

@@ -319,6 +319,8 @@ func TestSelectTopmBadInput(t *testing.T) {
 		{"one class only", "", strings.Replace(call, `'classes',2`, `'classes',1`, 1), `option "classes" must be at least 2`, ""},
 		{"classes missing", "", strings.Replace(call, `,'classes',2`, ``, 1), `option "classes" (the public number of classes K`, ""},
 		{"unknown option", "", strings.Replace(call, `'m',2`, `'m',2,'bogus',1`, 1), `unknown option "bogus"`, ""},
+		{"option twice (issue 22)", "", strings.Replace(call, `'m',2`, `'m',2,'m',3`, 1), `"m" appears twice`, ""},
+		{"option in two cases (issue 22)", "", strings.Replace(call, `'m',2`, `'m',2,'M',3`, 1), `differ only in case`, ""},
 		{"into missing", "", strings.Replace(call, `'into','out',`, ``, 1), `option "into"`, ""},
 		{"into reserved", "", strings.Replace(call, `'into','out'`, `'into','dp_out'`, 1), `reserved`, ""},
 		{"into not an identifier", "", strings.Replace(call, `'into','out'`, `'into','out; DROP TABLE t'`, 1), `not a plain table name`, ""},
