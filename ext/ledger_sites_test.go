@@ -11,12 +11,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsql/dpsql/vector"
+
 	"github.com/dpsql/dpsql/ledger"
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/mechanism"
-	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
 // The fixture ledger/testdata/ledger_v1_sites.db holds one charge row of
@@ -102,10 +103,10 @@ func writeSitesFixture(t *testing.T, path, file string) []any {
 	}
 	for i := range 200 {
 		v := []float32{float32(i%7) / 7, float32(i%3) / 3, 0.5, float32(i%5) / 10}
-		if _, err := owner.Exec(`INSERT INTO vecs VALUES (?)`, sqlfuncs.EncodeVector(v[:3])); err != nil {
+		if _, err := owner.Exec(`INSERT INTO vecs VALUES (?)`, vector.Encode(v[:3])); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := owner.Exec(`INSERT INTO train VALUES (?, ?)`, sqlfuncs.EncodeVector(v), i%2); err != nil {
+		if _, err := owner.Exec(`INSERT INTO train VALUES (?, ?)`, vector.Encode(v), i%2); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := owner.Exec(`INSERT INTO patients VALUES (?, ?, ?)`, i, []string{"F", "M"}[i%2], 20+i%50); err != nil {

@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpsql/dpsql/vector"
+
 	"github.com/dpsql/dpsql/ledger"
 
 	"github.com/dpsql/dpsql/ext"
-	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
 // A process killed with SIGKILL while its close checkpoints a release's
@@ -46,7 +47,7 @@ func TestKilledDuringCloseCheckpoint(t *testing.T) {
 		for j := range x {
 			x[j] = float32((i*7+j)%13) / 13
 		}
-		if _, err := tx.Exec(`INSERT INTO train VALUES (?, ?)`, sqlfuncs.EncodeVector(x), i%2); err != nil {
+		if _, err := tx.Exec(`INSERT INTO train VALUES (?, ?)`, vector.Encode(x), i%2); err != nil {
 			t.Fatal(err)
 		}
 	}

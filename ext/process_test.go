@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpsql/dpsql/vector"
+
 	"github.com/dpsql/dpsql/ledger"
 
 	"github.com/dpsql/dpsql/ext"
@@ -203,7 +205,7 @@ func TestReleaseKilledMidWrite(t *testing.T) {
 		for j := range x {
 			x[j] = float32((i*7+j)%13) / 13
 		}
-		if _, err := db.Exec(`INSERT INTO train VALUES (?, ?)`, sqlfuncs.EncodeVector(x), i%2); err != nil {
+		if _, err := db.Exec(`INSERT INTO train VALUES (?, ?)`, vector.Encode(x), i%2); err != nil {
 			t.Fatal(err)
 		}
 	}

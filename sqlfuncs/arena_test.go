@@ -1,6 +1,10 @@
 package sqlfuncs
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/dpsql/dpsql/vector"
+)
 
 // TestRowsPrepareExpected checks that the rows fault in ahead only the chunk
 // the expected rows reach: none past the last one.
@@ -18,7 +22,7 @@ func TestRowsPrepareExpected(t *testing.T) {
 		r := vectorRows{fn: "test", expect: tc.expect}
 		x := make([]float32, d)
 		for range tc.rows {
-			if err := r.add(EncodeVector(x), int64(0), []byte(`{}`)); err != nil {
+			if err := r.add(vector.Encode(x), int64(0), []byte(`{}`)); err != nil {
 				t.Fatal(err)
 			}
 		}

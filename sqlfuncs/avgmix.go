@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dpsql/dpsql/ledger"
+	"github.com/dpsql/dpsql/vector"
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
@@ -590,7 +591,7 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 	emit := func(i int, x, y []float32) error {
 		// SQLite copies bound blobs, so the views of x and y are only read
 		// during add.
-		xb, yb = encodedView(xb, x), encodedView(yb, y)
+		xb, yb = vector.View(xb, x), vector.View(yb, y)
 		if err := ins.add(int64(i+1), xb, yb); err != nil {
 			return fmt.Errorf("%s: writing row %d of %s: %w", fn, i+1, into, err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/sqlfuncs"
+	"github.com/dpsql/dpsql/vector"
 )
 
 // BenchmarkAvgmixSQL is dp_avgmix end to end on the Fashion-MNIST shape
@@ -143,7 +144,7 @@ func fashionShaped(b *testing.B, db *sql.DB, n, d, k int) {
 		for j := range x {
 			x[j] = float32(r.IntN(256)) / 255
 		}
-		if _, err := ins.Exec(sqlfuncs.EncodeVector(x), i%k); err != nil {
+		if _, err := ins.Exec(vector.Encode(x), i%k); err != nil {
 			b.Fatal(err)
 		}
 	}

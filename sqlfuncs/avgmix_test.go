@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpsql/dpsql/sqlfuncs"
+	"github.com/dpsql/dpsql/vector"
 )
 
 // fillTrain creates table name(features BLOB, label INTEGER) with n rows of
@@ -27,7 +27,7 @@ func fillTrain(t testing.TB, db *sql.DB, name string, n, d, k int) {
 			x[j] = float32(math.Sin(float64(i*d+j))) * 0.1
 		}
 		x[i%k] += 0.5 // the class signal
-		if _, err := ins.Exec(sqlfuncs.EncodeVector(x), i%k); err != nil {
+		if _, err := ins.Exec(vector.Encode(x), i%k); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -96,7 +96,7 @@ func TestAvgmixEndToEnd(t *testing.T) {
 	for rows.Next() {
 		var y []byte
 		rows.Scan(&y)
-		v, _ := sqlfuncs.DecodeVector(y)
+		v, _ := vector.Decode(y)
 		for i := range sum {
 			sum[i] += float64(v[i])
 		}
@@ -124,7 +124,7 @@ func TestAvgmixHierarchicalAndVectorLabels(t *testing.T) {
 	// Soft labels as float32 vectors.
 	db.Exec(`CREATE TABLE soft(features BLOB, label BLOB)`)
 	for i := 0; i < 500; i++ {
-		db.Exec(`INSERT INTO soft VALUES (?, ?)`, sqlfuncs.EncodeVector([]float32{1, float32(i % 3)}), sqlfuncs.EncodeVector([]float32{0.5, 0.5}))
+		db.Exec(`INSERT INTO soft VALUES (?, ?)`, vector.Encode([]float32{1, float32(i % 3)}), vector.Encode([]float32{0.5, 0.5}))
 	}
 	if err := db.QueryRow(`SELECT dp_avgmix(features, label, json_object('n', 500, 'into', 'softrel', 'mu', 1.0)) FROM soft`).Scan(&out); err != nil {
 		t.Fatal(err)
@@ -149,9 +149,9 @@ func TestAvgmixBadInput(t *testing.T) {
 			db.Exec(`INSERT INTO `+name+` VALUES (?, ?)`, r[0], r[1])
 		}
 	}
-	v4 := sqlfuncs.EncodeVector([]float32{1, 2, 3, 4})
-	nan := append(sqlfuncs.EncodeVector([]float32{1, 2, 3}), 0, 0, 0xc0, 0x7f)
-	mk("dims", [2]any{v4, 0}, [2]any{v4, 1}, [2]any{sqlfuncs.EncodeVector([]float32{1, 2, 3}), 0})
+	v4 := vector.Encode([]float32{1, 2, 3, 4})
+	nan := append(vector.Encode([]float32{1, 2, 3}), 0, 0, 0xc0, 0x7f)
+	mk("dims", [2]any{v4, 0}, [2]any{v4, 1}, [2]any{vector.Encode([]float32{1, 2, 3}), 0})
 	mk("nulls", [2]any{v4, 0}, [2]any{nil, 1})
 	mk("short", [2]any{v4, 0}, [2]any{[]byte{1, 2, 3, 4, 5, 6, 7}, 1})
 	mk("nans", [2]any{v4, 0}, [2]any{nan, 1})

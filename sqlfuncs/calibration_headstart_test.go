@@ -12,6 +12,7 @@ import (
 	"github.com/dpsql/dpsql/ext"
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/sqlfuncs"
+	"github.com/dpsql/dpsql/vector"
 )
 
 // TestCalibrationHeadStart checks dp_avgmix's head start: with n asserted and
@@ -108,7 +109,7 @@ func TestCalibrationHeadStartFailedStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	fillTrain(t, db, "train", 2000, 4, 2)
-	if _, err := db.Exec(`INSERT INTO train VALUES (?, 0)`, sqlfuncs.EncodeVector([]float32{1, 2, 3})); err != nil {
+	if _, err := db.Exec(`INSERT INTO train VALUES (?, 0)`, vector.Encode([]float32{1, 2, 3})); err != nil {
 		t.Fatal(err)
 	}
 	_, heads0 := sqlfuncs.CalibrationCounts(2001)

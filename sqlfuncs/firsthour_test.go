@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpsql/dpsql/sqlfuncs"
+	"github.com/dpsql/dpsql/vector"
 )
 
 // TestGaussianVectorText checks that dp_gaussian takes a vector as JSON-array
@@ -15,7 +15,7 @@ func TestGaussianVectorText(t *testing.T) {
 	if err := db.QueryRow(`SELECT dp_gaussian('[1, 2.5, -3]', 0.002, 1)`).Scan(&out); err != nil {
 		t.Fatal(err)
 	}
-	v, err := sqlfuncs.DecodeVector(out)
+	v, err := vector.Decode(out)
 	if err != nil || len(v) != 3 {
 		t.Fatalf("dp_gaussian of a JSON array: %v, %v", v, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dpsql/dpsql/ledger"
+	"github.com/dpsql/dpsql/vector"
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
@@ -150,7 +151,7 @@ func TestAvgmixSummaryAgreesWithLedgerRow(t *testing.T) {
 func TestSelectTopmSummaryAgreesWithLedgerRow(t *testing.T) {
 	in := &topmInput{rows: vectorRows{fn: "dp_select_topm"}}
 	for i := range 20 {
-		if err := in.rows.add(AppendEncoded(nil, []float32{float32(i), 1, -1}), int64(i%2), []byte(`{}`)); err != nil {
+		if err := in.rows.add(vector.AppendEncoded(nil, []float32{float32(i), 1, -1}), int64(i%2), []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
 		in.rowids = append(in.rowids, int64(i+1))

@@ -156,7 +156,7 @@ func (r *vectorRows) addRow(features, label, opts any) error {
 		return fmt.Errorf("%s: options differ at row %d: pass the same options on every row (a constant json_object)", r.fn, row)
 	}
 	before := len(r.X)
-	x, err := AppendVector(r.X, features)
+	x, err := appendVector(r.X, features)
 	if err != nil {
 		return fmt.Errorf("%s: features of row %d: %w", r.fn, row, err)
 	}
@@ -202,7 +202,7 @@ func (r *vectorRows) addRow(features, label, opts any) error {
 			return fmt.Errorf("%s: label of row %d is a vector but earlier labels are class ids", r.fn, row)
 		}
 		lb := len(r.Y)
-		y, err := AppendVector(r.Y, l)
+		y, err := appendVector(r.Y, l)
 		if err != nil {
 			return fmt.Errorf("%s: label vector of row %d: %w", r.fn, row, err)
 		}

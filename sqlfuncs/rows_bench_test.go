@@ -1,11 +1,15 @@
 package sqlfuncs
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/dpsql/dpsql/vector"
+)
 
 // BenchmarkRowsAdd is the per-row work of a release aggregate on a
 // Fashion-MNIST-shaped row (784 float32 features, an INTEGER label).
 func BenchmarkRowsAdd(b *testing.B) {
-	row := EncodeVector(make([]float32, 784))
+	row := vector.Encode(make([]float32, 784))
 	opts := `{"into":"rel","mu":1}`
 	b.SetBytes(int64(len(row)))
 	b.ReportAllocs()

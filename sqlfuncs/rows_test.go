@@ -1,6 +1,10 @@
 package sqlfuncs
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/dpsql/dpsql/vector"
+)
 
 // Rows buffered past several chunks come back whole and in order, as chunks
 // of exactly chunkRows rows (the form avgmix.Data.XChunks requires) and joined.
@@ -8,7 +12,7 @@ func TestVectorRowsChunks(t *testing.T) {
 	const n, d = 2*chunkRows + 1808, 3
 	r := vectorRows{fn: "test"}
 	for i := 0; i < n; i++ {
-		if err := r.add(EncodeVector([]float32{float32(i), float32(-i), 1}), int64(i%2), `{}`); err != nil {
+		if err := r.add(vector.Encode([]float32{float32(i), float32(-i), 1}), int64(i%2), `{}`); err != nil {
 			t.Fatal(err)
 		}
 	}

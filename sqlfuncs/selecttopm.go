@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dpsql/dpsql/ledger"
+	"github.com/dpsql/dpsql/vector"
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
@@ -418,7 +419,7 @@ func writeSelectTopm(fn string, tx *sql.Tx, c *Conn, noise *release.Noise, data 
 	n := data.N
 	err = dfs.ReleaseRows(noise, data, sel, pl.p, func(i int, x []float32, label int) error {
 		src := rowids[i]
-		xb = AppendEncoded(xb[:0], x)
+		xb = vector.AppendEncoded(xb[:0], x)
 		if err := ins.add(int64(i+1), src, xb, int64(label)); err != nil {
 			return fmt.Errorf("%s: writing row %d of %s: %w", fn, i+1, into, err)
 		}

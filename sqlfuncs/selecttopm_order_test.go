@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/dpsql/dpsql/sqlfuncs"
+	"github.com/dpsql/dpsql/vector"
 )
 
 // orderAttack is an adversary who sees only a release's output order, its
@@ -81,7 +81,7 @@ func TestSelectTopmOrderRevealsNoLabels(t *testing.T) {
 		for j := range x {
 			x[j] = float32(rng.NormFloat64() * 0.1)
 		}
-		res, err := db.Exec(`INSERT INTO t(f, y) VALUES (?, ?)`, sqlfuncs.EncodeVector(x), y)
+		res, err := db.Exec(`INSERT INTO t(f, y) VALUES (?, ?)`, vector.Encode(x), y)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dpsql/dpsql/ledger"
+	"github.com/dpsql/dpsql/vector"
 
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/sqlfuncs"
@@ -50,7 +51,7 @@ func topmTable(t testing.TB, db *sql.DB, n, d, k int) ([][]float32, []int) {
 			x[j] += float32(0.2 * float64(y))
 		}
 		xs[i], ys[i] = x, y
-		if _, err := ins.Exec(1001+i, sqlfuncs.EncodeVector(x), y); err != nil {
+		if _, err := ins.Exec(1001+i, vector.Encode(x), y); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -234,7 +235,7 @@ func TestSelectTopmEndToEnd(t *testing.T) {
 				if src != wantSrc || id != int64(count) {
 					t.Fatalf("row %d: source_rowid %d, want %d", id, src, wantSrc)
 				}
-				x, err := sqlfuncs.DecodeVector(xb)
+				x, err := vector.Decode(xb)
 				if err != nil || len(x) != m {
 					t.Fatalf("row %d: x %v (%v), want %d dimensions", id, x, err, m)
 				}
@@ -372,7 +373,7 @@ func TestSelectTopmBadInput(t *testing.T) {
 			}
 			for i := 0; i < 6; i++ {
 				x := []float32{float32(i), 1, 0, float32(i % 2), 0.5}
-				if _, err := db.Exec(`INSERT INTO t(f, y) VALUES (?, ?)`, sqlfuncs.EncodeVector(x), i%2); err != nil {
+				if _, err := db.Exec(`INSERT INTO t(f, y) VALUES (?, ?)`, vector.Encode(x), i%2); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -528,19 +529,19 @@ func TestVecSelect(t *testing.T) {
 		`SELECT dp_vec_select(?, (SELECT params FROM dp_ledger WHERE id = ?))`,
 	} {
 		var b []byte
-		if err := db.QueryRow(q, sqlfuncs.EncodeVector(x), s.LedgerID).Scan(&b); err != nil {
+		if err := db.QueryRow(q, vector.Encode(x), s.LedgerID).Scan(&b); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
-		got, err := sqlfuncs.DecodeVector(b)
+		got, err := vector.Decode(b)
 		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: %v (%v), want %v", q, got, err, want)
 		}
 	}
 	var b []byte
-	if err := db.QueryRow(`SELECT dp_vec_select(?, ?)`, sqlfuncs.EncodeVector(x), out).Scan(&b); err != nil {
+	if err := db.QueryRow(`SELECT dp_vec_select(?, ?)`, vector.Encode(x), out).Scan(&b); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := sqlfuncs.DecodeVector(b); fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, _ := vector.Decode(b); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("with the summary: %v, want %v", got, want)
 	}
 	// Applied to the whole table in SQL, it matches the release's shape.
@@ -577,7 +578,7 @@ func TestVecSelect(t *testing.T) {
 		if err := db.QueryRow(`SELECT dp_vec_select(x'0000803f00000040', '[1, 0, 1]')`).Scan(&b); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := sqlfuncs.DecodeVector(b); fmt.Sprint(got) != "[2 1 2]" {
+		if got, _ := vector.Decode(b); fmt.Sprint(got) != "[2 1 2]" {
 			t.Errorf("[1, 0, 1] of [1 2] = %v", got)
 		}
 	}
@@ -614,7 +615,7 @@ func BenchmarkSelectTopmSQL(b *testing.B) {
 				x[j] += 0.5
 			}
 		}
-		if _, err := ins.Exec(sqlfuncs.EncodeVector(x), y); err != nil {
+		if _, err := ins.Exec(vector.Encode(x), y); err != nil {
 			b.Fatal(err)
 		}
 	}

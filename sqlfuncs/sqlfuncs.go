@@ -32,6 +32,7 @@ import (
 	"unsafe"
 
 	"github.com/dpsql/dpsql/ledger"
+	"github.com/dpsql/dpsql/vector"
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
@@ -466,7 +467,7 @@ func (c *Conn) dpGaussian(args ...any) (any, error) {
 			return nil, argError(fn, "x", "must be a number or a vector (float32 BLOB or JSON array TEXT such as '[1, 2.5]'), got TEXT %q", abbreviateJSON([]byte(s)))
 		}
 		var err error
-		if vec, err = DecodeVector(args[0]); err != nil {
+		if vec, err = decodeVector(args[0]); err != nil {
 			return nil, fmt.Errorf("%s: x: %w", fn, err)
 		}
 	default:
@@ -508,7 +509,7 @@ func (c *Conn) dpGaussian(args ...any) (any, error) {
 	}
 	if vec != nil {
 		c.noise.AddGaussian32(vec, sigma)
-		return EncodeVector(vec), nil
+		return vector.Encode(vec), nil
 	}
 	c.noise.AddGaussian(scalar, sigma)
 	if math.IsInf(scalar[0], 0) {

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsql/dpsql/vector"
 	"github.com/dpsql/dpsql/version"
 
 	"github.com/dpsql/dpsql/ext"
-	"github.com/dpsql/dpsql/sqlfuncs"
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -121,10 +121,10 @@ func TestGaussianVector(t *testing.T) {
 	db := openDB(t, `SELECT dp_init(10, 0.5)`) // mu = 5 is certifiable with noise_tv at this delta
 	in := []float32{1, 2, 3, 4}
 	var out []byte
-	if err := db.QueryRow(`SELECT dp_gaussian(?, 1, 5)`, sqlfuncs.EncodeVector(in)).Scan(&out); err != nil {
+	if err := db.QueryRow(`SELECT dp_gaussian(?, 1, 5)`, vector.Encode(in)).Scan(&out); err != nil {
 		t.Fatal(err)
 	}
-	v, err := sqlfuncs.DecodeVector(out)
+	v, err := vector.Decode(out)
 	if err != nil || len(v) != 4 {
 		t.Fatalf("noisy vector %v, %v", v, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/dpsql/dpsql/release/dfs"
+	"github.com/dpsql/dpsql/vector"
 )
 
 // vecSelect implements dp_vec_select(x, indices), a plain projection of raw
@@ -35,7 +36,7 @@ func (v *vecSelect) call(args ...any) (any, error) {
 	if b, ok := args[0].([]byte); args[0] == nil || (ok && b == nil) {
 		return nil, argError(fn, "x", "is NULL")
 	}
-	x, err := DecodeVector(args[0])
+	x, err := decodeVector(args[0])
 	if err != nil {
 		return nil, fmt.Errorf("%s: x: %w", fn, err)
 	}
@@ -62,7 +63,7 @@ func (v *vecSelect) call(args ...any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
-	return EncodeVector(out), nil
+	return vector.Encode(out), nil
 }
 
 // indices parses (or recalls) a JSON array of non-negative integers, or an

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
+	"github.com/dpsql/dpsql/vector"
 )
 
 // dp_vec_sum(x, clip, mu) is a clipped, noisy vector sum:
@@ -72,7 +73,7 @@ func (a *vecSumAgg) Step(x, clip, mu any) (err error) {
 	} else if !sameNumber(clip, a.clip) || !sameNumber(mu, a.mu) {
 		return fmt.Errorf("%s: clip and mu differ at row %d: pass the same constants on every row", fn, row)
 	}
-	v, err := AppendVector(a.buf[:0], x)
+	v, err := appendVector(a.buf[:0], x)
 	if err != nil {
 		return fmt.Errorf("%s: x of row %d: %w", fn, row, err)
 	}
@@ -234,5 +235,5 @@ func (a *vecSumAgg) Done() (out []byte, err error) {
 			return nil, fmt.Errorf("%s: coordinate %d of the noisy sum overflows float32", fn, i)
 		}
 	}
-	return EncodeVector(v), nil
+	return vector.Encode(v), nil
 }

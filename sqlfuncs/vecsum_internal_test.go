@@ -5,6 +5,8 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dpsql/dpsql/vector"
 )
 
 // TestVecSumClipExact checks the guarantee the charge relies on: every
@@ -70,7 +72,7 @@ func TestFeaturesJoin(t *testing.T) {
 	for i := 0; i < n; i++ {
 		row := make([]float32, d)
 		row[0], row[1], row[2] = float32(i), float32(-i), 1
-		if err := r.add(EncodeVector(row), int64(i%2), `{}`); err != nil {
+		if err := r.add(vector.Encode(row), int64(i%2), `{}`); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpsql/dpsql/sqlfuncs"
+	"github.com/dpsql/dpsql/vector"
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -19,7 +19,7 @@ func vecTable(t *testing.T, db *sql.DB, name string, rows ...[]float32) {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
-		if _, err := db.Exec(`INSERT INTO `+name+` VALUES (?)`, sqlfuncs.EncodeVector(r)); err != nil {
+		if _, err := db.Exec(`INSERT INTO `+name+` VALUES (?)`, vector.Encode(r)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -45,7 +45,7 @@ func TestVecSumDistribution(t *testing.T) {
 		if err := db.QueryRow(`SELECT dp_vec_sum(x, ?, ?) FROM v`, clip, mu).Scan(&b); err != nil {
 			t.Fatalf("release %d: %v", i, err)
 		}
-		v, err := sqlfuncs.DecodeVector(b)
+		v, err := vector.Decode(b)
 		if err != nil || len(v) != 3 {
 			t.Fatalf("release %d: %v, %v", i, v, err)
 		}
@@ -108,7 +108,7 @@ func TestVecSumSensitivity(t *testing.T) {
 		if err := db.QueryRow(`SELECT dp_vec_sum(x, ?, ?) FROM `+table, clip, mu).Scan(&b); err != nil {
 			t.Fatal(err)
 		}
-		v, _ := sqlfuncs.DecodeVector(b)
+		v, _ := vector.Decode(b)
 		out := make([]float64, len(v))
 		for i, x := range v {
 			out[i] = float64(x)
@@ -173,7 +173,7 @@ func TestVecSumRefusals(t *testing.T) {
 	if err := db.QueryRow(`SELECT dp_vec_sum(x, 6, 4) FROM (SELECT '[1, 2]' AS x UNION ALL SELECT '[3, 4]')`).Scan(&b); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := sqlfuncs.DecodeVector(b); len(v) != 2 || math.Abs(float64(v[0])-4) > 7.5 || math.Abs(float64(v[1])-6) > 7.5 { // sigma 6/4: 5 sigma
+	if v, _ := vector.Decode(b); len(v) != 2 || math.Abs(float64(v[0])-4) > 7.5 || math.Abs(float64(v[1])-6) > 7.5 { // sigma 6/4: 5 sigma
 		t.Errorf("dp_vec_sum of JSON rows: %v, want about [4 6]", v)
 	}
 }

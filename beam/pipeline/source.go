@@ -17,8 +17,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	_ "github.com/mattn/go-sqlite3" // the sqlite source reads with the plain driver
 
-	"github.com/dpsql/dpsql/internal/csvrows"
-	"github.com/dpsql/dpsql/internal/npy"
+	"github.com/dpsql/dpsql/csvrows"
+	"github.com/dpsql/dpsql/npy"
 )
 
 // Input formats.

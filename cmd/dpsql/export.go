@@ -20,7 +20,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/dpsql/dpsql/internal/npy"
+	"github.com/dpsql/dpsql/vector"
+
+	"github.com/dpsql/dpsql/npy"
 	"github.com/spf13/cobra"
 )
 
@@ -399,23 +401,19 @@ func (t *exportTable) scan(ctx context.Context, tx *sql.Tx) error {
 				c.maxRunes = max(c.maxRunes, utf8.RuneCountInString(v))
 			case []byte:
 				c.blobs++
-				switch {
-				case c.badBlob != nil:
-				case len(v) == 0 || len(v)%4 != 0:
-					c.badBlob = fmt.Errorf("row %d holds a BLOB of %d bytes, not a float32 vector (a multiple of 4 bytes)", row, len(v))
-				case c.dim == 0:
-					c.dim = len(v) / 4
-				case len(v)/4 != c.dim:
-					c.badBlob = fmt.Errorf("row %d holds a vector of %d dimensions, earlier rows have %d", row, len(v)/4, c.dim)
-				}
-				if c.badBlob == nil && c.firstNonFinite == 0 {
-					for j := 0; j+4 <= len(v); j += 4 {
-						x := math.Float32frombits(binary.LittleEndian.Uint32(v[j:]))
-						if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-							c.firstNonFinite = row
-							break
-						}
+				if c.badBlob == nil {
+					d, err := vector.Dim(v)
+					switch {
+					case err != nil:
+						c.badBlob = fmt.Errorf("row %d holds a BLOB of %d bytes, not a float32 vector (a multiple of 4 bytes)", row, len(v))
+					case c.dim == 0:
+						c.dim = d
+					case d != c.dim:
+						c.badBlob = fmt.Errorf("row %d holds a vector of %d dimensions, earlier rows have %d", row, d, c.dim)
 					}
+				}
+				if c.badBlob == nil && c.firstNonFinite == 0 && vector.FirstNonFinite(v) >= 0 {
+					c.firstNonFinite = row
 				}
 			default:
 				return fmt.Errorf("column %s, row %d: unexpected value of type %T", c.name, row, v)
@@ -480,14 +478,6 @@ func (t *exportTable) check(format string, cols []*exportColumn) error {
 	return nil
 }
 
-// float32s appends the float32 elements of a vector BLOB to dst.
-func float32s(dst []float32, b []byte) []float32 {
-	for j := 0; j+4 <= len(b); j += 4 {
-		dst = append(dst, math.Float32frombits(binary.LittleEndian.Uint32(b[j:])))
-	}
-	return dst
-}
-
 func (t *exportTable) csvHeader() []string {
 	var h []string
 	for _, c := range t.cols {
@@ -529,7 +519,7 @@ func (t *exportTable) writeCSV(ctx context.Context, tx *sql.Tx, w io.Writer) err
 			case string:
 				rec = append(rec, v)
 			case []byte:
-				vec = float32s(vec[:0], v)
+				vec = vector.AppendElements(vec[:0], v)
 				for _, x := range vec {
 					rec = append(rec, strconv.FormatFloat(float64(x), 'g', -1, 32))
 				}
@@ -584,7 +574,7 @@ func (t *exportTable) writeJSON(ctx context.Context, tx *sql.Tx, w io.Writer) er
 			case string:
 				b = jsonString(b, v)
 			case []byte:
-				vec = float32s(vec[:0], v)
+				vec = vector.AppendElements(vec[:0], v)
 				b = append(b, '[')
 				for j, x := range vec {
 					if j > 0 {

@@ -14,9 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dpsql/dpsql/internal/csvrows"
+	"github.com/dpsql/dpsql/vector"
+
+	"github.com/dpsql/dpsql/csvrows"
 	"github.com/dpsql/dpsql/internal/idx"
-	"github.com/dpsql/dpsql/internal/npy"
+	"github.com/dpsql/dpsql/npy"
 	"github.com/dpsql/dpsql/sqlfuncs"
 	"github.com/spf13/cobra"
 )
@@ -293,7 +295,7 @@ func decodeBatches(ctx context.Context, src rowSource, out chan<- *rowBatch, fre
 				end = true
 				break
 			}
-			b.blob = sqlfuncs.AppendEncoded(b.blob, vec)
+			b.blob = vector.AppendEncoded(b.blob, vec)
 			b.labels = append(b.labels, label)
 			b.hasLabel = has
 		}

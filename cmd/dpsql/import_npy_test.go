@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
-	"github.com/dpsql/dpsql/internal/npy"
+	"github.com/dpsql/dpsql/npy"
 )
 
 // npyBytes encodes an array as numpy.save does.

@@ -15,8 +15,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsql/dpsql/vector"
+
 	"github.com/dpsql/dpsql/internal/idx"
-	"github.com/dpsql/dpsql/sqlfuncs"
 	_ "github.com/mattn/go-sqlite3"
 )
 
@@ -46,7 +47,7 @@ func readTable(t *testing.T, path, table string) []importedRow {
 		if err := rows.Scan(&r.id, &blob, &r.label); err != nil {
 			t.Fatal(err)
 		}
-		if r.features, err = sqlfuncs.DecodeVector(blob); err != nil {
+		if r.features, err = vector.Decode(blob); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, r)

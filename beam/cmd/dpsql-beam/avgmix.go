@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpsql/dpsql/vector"
+
 	"github.com/dpsql/dpsql/ledger"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -27,7 +29,6 @@ import (
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 	"github.com/dpsql/dpsql/release/avgmix"
-	"github.com/dpsql/dpsql/sqlfuncs"
 )
 
 // avgmixConfig holds the avgmix command's options.
@@ -436,7 +437,7 @@ func importAvgmix(ctx context.Context, tx *sql.Tx, staging, into string, plan *a
 	defer ins.Close()
 	var xb, yb []byte
 	err = pipeline.ReadAvgmix(ctx, staging, plan, func(t int, x, y []float32) error {
-		xb, yb = sqlfuncs.AppendEncoded(xb[:0], x), sqlfuncs.AppendEncoded(yb[:0], y)
+		xb, yb = vector.AppendEncoded(xb[:0], x), vector.AppendEncoded(yb[:0], y)
 		if _, err := ins.ExecContext(ctx, t+1, xb, yb); err != nil {
 			return fmt.Errorf("writing row %d of %s: %w", t+1, into, err)
 		}

@@ -22,8 +22,8 @@ import (
 	"github.com/dpsql/dpsql/ledger"
 
 	"github.com/dpsql/dpsql/ext"
-	"github.com/dpsql/dpsql/internal/npy"
 	"github.com/dpsql/dpsql/mechanism"
+	"github.com/dpsql/dpsql/npy"
 )
 
 // run executes dpsql-beam with args and returns its exit status, stdout and

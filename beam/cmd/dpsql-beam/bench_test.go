@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpsql/dpsql/internal/npy"
+	"github.com/dpsql/dpsql/npy"
 )
 
 // BenchmarkAvgmixFashionShape releases avgmix on the Fashion-MNIST shape

@@ -1,6 +1,8 @@
 // Package npy reads NumPy .npy arrays row by row, for dpsql import and
 // dpsql-beam, and encodes them as numpy.save does, for dpsql export, tests
-// and examples.
+// and examples. It is a public package because dpsql-beam, a module of its
+// own (beam/), reads its shards with it: its API is kept as any other
+// exported API of the module.
 //
 // Why not github.com/sbinet/npyio (read for this decision: its npy/reader.go,
 // 2026-11): it reads a whole array into one Go slice, one io.ReadFull per

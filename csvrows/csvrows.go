@@ -1,5 +1,7 @@
 // Package csvrows reads numeric CSV row by row (features and an optional
-// integer label column), for dpsql import and dpsql-beam.
+// integer label column), for dpsql import and dpsql-beam. It is a public
+// package because dpsql-beam, a module of its own (beam/), reads its shards
+// with it: its API is kept as any other exported API of the module.
 package csvrows
 
 import (
