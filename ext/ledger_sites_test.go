@@ -297,6 +297,9 @@ func copyFile(t *testing.T, src string) string {
 // records were typed verify and re-account, scope by scope and row by row,
 // to the figures computed then, and keep their keys.
 func TestLedgerSitesFixture(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: re-accounts every fixture row (about 30 s); TestFixtureRowsDecodeIntoRecords runs in -short")
+	}
 	dir := filepath.Dir(sitesGolden)
 	if os.Getenv("DPSQL_WRITE_SITES_FIXTURE") == "1" {
 		all := map[string]sitesGoldenFile{}

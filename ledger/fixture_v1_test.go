@@ -203,6 +203,9 @@ func fixtureFiguresOf(t *testing.T, path string) fixtureGolden {
 // TestLedgerV1Fixture: files written by the code of 2026-11-23 verify and
 // re-account, scope by scope and row by row, to the figures computed then.
 func TestLedgerV1Fixture(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: recomputes every fixture's figures (about 40 s); TestUpgradeVersion0File runs in -short")
+	}
 	if os.Getenv("DPSQL_WRITE_LEDGER_FIXTURE") == "1" {
 		all := map[string]fixtureGolden{}
 		for name, build := range fixtureFiles {

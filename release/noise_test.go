@@ -408,7 +408,12 @@ func ksStat(x []float64, cdf func(float64) float64) (d, p float64) {
 
 // TestNoiseKS compares (output - x)/sigma of AddGaussian and AddGaussian32
 // with the standard normal, and checks that the test rejects a 2% scale error.
-func TestNoiseKS(t *testing.T) { forGenerators(t, testNoiseKS) }
+func TestNoiseKS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 2^20 draws per generator; TestNoiseChiSquare checks the law in -short too")
+	}
+	forGenerators(t, testNoiseKS)
+}
 
 func testNoiseKS(t *testing.T) {
 	const count = 1 << 20

@@ -17,6 +17,9 @@ import (
 // the time limit, write its 3000 rows, charge once and leave a ledger that
 // verifies.
 func TestShellAvgmix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3000-row release in the sqlite3 shell (about 20 s); TestPythonAvgmix runs in -short")
+	}
 	dir := built(t)
 	path := filepath.Join(t.TempDir(), "avgmix.db")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

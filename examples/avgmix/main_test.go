@@ -17,6 +17,9 @@ import (
 // calibration, release, least squares, test accuracy) at reduced size: n = T
 // = 3000 rows of d = 64 from the simplex-ETF mixture, 1000 test rows.
 func TestPipelineGenerated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: four releases and classifiers (about 20 s); release/avgmix tests the mechanism in -short")
+	}
 	start := time.Now()
 	o := defaultOptions()
 	o.Synthetic = true

@@ -107,6 +107,9 @@ func TestVerifyRejectsPerturbed(t *testing.T) {
 // law (quantised and verified, at sensitivity 1) has a lower expected loss
 // than the truncated Laplace mechanism, for l1 and l2.
 func TestBeatsTruncatedLaplace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: optimises 15 instances (about 20 s); TestStaircaseLimit and TestVerifyRejectsPerturbed run in -short")
+	}
 	for _, eps := range []float64{0.1, 0.5, 1, 2, 4} {
 		for _, delta := range []float64{1e-5, 1e-2, 0.1} {
 			abs, sq := tlapMoments(eps, delta)
