@@ -134,6 +134,8 @@ func TestReadmeBlocksExtracted(t *testing.T) {
 // (stop at the first failing command) and -x (commands traced with "+"), so a
 // failure shows the block, the command and its output.
 //
+// A block's output must hold no "warning:" unless the block's text mentions a
+// warning, and the binaries the blocks build must be ignored by .gitignore.
 // Other blocks (```text, ```sql, ```go) are not run: write commands that
 // cannot run here (a cluster, a dataset not installed) in a ```text block.
 //
@@ -214,6 +216,12 @@ func TestReadmeShellBlocks(t *testing.T) {
 			t.Errorf("block %d of %d, %s, failed after %v: %v\n--- the block (%s) ---\n%s--- its output (commands traced with +) ---\n%s",
 				i+1, len(blocks), b.name(), time.Since(start).Round(time.Millisecond), err, b.shell, b.text, out.String())
 			continue
+		}
+		// A block that warns the reader would be a block the reader then
+		// has to fix (a token file others can read, say), unless the block
+		// means to show the warning and says so.
+		if strings.Contains(out.String(), "warning:") && !strings.Contains(strings.ToLower(b.text), "warn") {
+			t.Errorf("block %d of %d, %s, printed a warning; fix the block, or say in it that it warns:\n%s", i+1, len(blocks), b.name(), out.String())
 		}
 		t.Logf("block %d of %d, %s: ok in %v", i+1, len(blocks), b.name(), time.Since(start).Round(time.Millisecond))
 	}
