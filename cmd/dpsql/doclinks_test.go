@@ -137,7 +137,7 @@ func TestReadmeIsAGettingStartedPage(t *testing.T) {
 		t.Errorf("README.md has %d lines; at most 400: move reference text into docs/", len(lines))
 	}
 	first := strings.Join(lines[:min(40, len(lines))], "\n")
-	for _, want := range []string{"go run ./cmd/dpsql demo", "go test "} {
+	for _, want := range []string{"go run ./cmd/dpsql demo", "go test ", "go test -short ./...", "go test ./..."} {
 		if !strings.Contains(first, want) {
 			t.Errorf("README.md's first 40 lines lack %q", want)
 		}
