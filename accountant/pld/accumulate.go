@@ -274,3 +274,22 @@ func (a *pmf) recoarsen(h float64, factor int) *pmf {
 	}
 	return out
 }
+
+// Fit returns p on the finest grid, coarser by a power of two, on which it
+// holds at most maxBins bins per direction (p itself when it already does),
+// moved there by connect the dots: the result dominates p.
+func (p *PLD) Fit(maxBins int) (*PLD, error) {
+	if !p.ok() {
+		return nil, errZero
+	}
+	if maxBins < 16 {
+		return nil, fmt.Errorf("pld: max bins must be at least 16, got %d", maxBins)
+	}
+	c := *p
+	c.rem = p.rem.clone()
+	if p.add != nil {
+		c.add = p.add.clone()
+	}
+	c.fitCTD(maxBins)
+	return &c, nil
+}

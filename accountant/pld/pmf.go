@@ -116,21 +116,39 @@ var ErrRoundoff = errors.New("pld: floating-point round-off bound is not small a
 // delta returns sum_k p[k] (1 - e^(eps - x_k))_+ + inf + err, an upper bound
 // on this direction's hockey-stick divergence at eps.
 func (a *pmf) delta(h, eps float64) float64 {
-	var s float64
-	n := 0
-	for k := len(a.p) - 1; k >= 0; k-- {
-		x := float64(a.lo+k) * h
-		if x <= eps {
-			break
-		}
-		s += a.p[k] * -math.Expm1(eps-x)
-		n++
+	// The lowest bin above eps is j; above it the sweep of epsilon keeps
+	// D = sum_{i>j} p_i (1 - e^(x_j - x_i)) and G = sum_{i>j} p_i e^(x_j - x_i)
+	// with recurrences of non-negative terms (no exp per bin), and
+	//   delta(eps) = D + (G + p_j) (1 - e^(eps - x_j)),
+	// a sum of non-negative terms too.
+	n := len(a.p)
+	j := int(math.Floor(eps/h)) + 1 - a.lo // first index with (lo+j) h > eps
+	for j-1 >= 0 && j-1 < n && float64(a.lo+j-1)*h > eps {
+		j-- // eps/h rounded: make sure of the cell
 	}
-	// Each term carries a few ulps (expm1 of a rounded difference: up to
-	// (1 + |eps - x|) u) and the sum n more: round up.
-	xmax := math.Abs(float64(a.lo+len(a.p)) * h)
-	s *= 1 + (float64(n+8)+4*(math.Abs(eps)+xmax))*unitRoundoff
-	return s + a.inf + a.err
+	for j >= 0 && j < n && float64(a.lo+j)*h <= eps {
+		j++
+	}
+	if j < 0 {
+		j = 0
+	}
+	var d, g float64
+	if j < n {
+		em := -math.Expm1(-h)
+		eh := math.Exp(-h)
+		for k := n - 1; k > j; k-- {
+			d += em * (g + a.p[k])
+			g = eh * (g + a.p[k])
+		}
+		x := float64(a.lo+j) * h
+		d += (g + a.p[j]) * -math.Expm1(eps-x)
+	}
+	// Each step multiplies and adds non-negative terms (a few u each), and
+	// em, eh and the last expm1 err by a few u relative to themselves (the
+	// argument eps - x by u (|eps| + |x|)): round up, as epsilon does.
+	xmax := math.Max(math.Abs(float64(a.lo)*h), math.Abs(float64(a.lo+n)*h))
+	d *= 1 + (float64(2*(n-j)+16)+8*(xmax+math.Abs(eps)))*unitRoundoff
+	return d + a.inf + a.err
 }
 
 // epsilon returns the smallest eps >= 0 with delta(eps) <= target, or +Inf if
