@@ -101,25 +101,39 @@ type BudgetError struct {
 	AfterWouldBe        float64
 	Mechanism           string
 	NoiseTV             float64 // the scope's samplers' total-variation bound, paid from Delta
+	// Cap, when set, is the largest epsilon the scope can certify at Delta
+	// with its samplers' error (SamplerCap), which the charge would pass;
+	// AfterWouldBe is then the composition's epsilon without that error.
+	Cap float64
+	// Alone is set when the entry alone exceeds the budget (decided
+	// before composing it).
+	Alone bool
 }
 
 func (e *BudgetError) Error() string {
+	where := fmt.Sprintf("in scope %q", e.Scope)
+	budget := "budget"
 	if e.Scope == FileScope {
-		return fmt.Sprintf("privacy budget exceeded for the whole file (scope %q, the owner's cap on the total over every scope): spent %s = %.6g, this %s call needs %s = %.6g, which would bring the total to %.6g, over the cap of %.6g%s; nothing was released",
-			e.Scope, e.Unit, e.Spent, e.Mechanism, e.Unit, e.Need, e.AfterWouldBe, e.Budget, e.deltaNote())
+		where = fmt.Sprintf("for the whole file (scope %q, the owner's cap on the total over every scope)", e.Scope)
+		budget = "cap"
 	}
-	return fmt.Sprintf("privacy budget exceeded in scope %q: spent %s = %.6g, this %s call needs %s = %.6g, which would bring the total to %.6g, over the budget of %.6g%s; nothing was released",
-		e.Scope, e.Unit, e.Spent, e.Mechanism, e.Unit, e.Need, e.AfterWouldBe, e.Budget, e.deltaNote())
-}
-
-func (e *BudgetError) deltaNote() string {
+	at := ""
+	if e.Unit == "epsilon" {
+		at = fmt.Sprintf(" at delta = %g", e.Delta)
+	}
 	switch {
-	case e.Unit == "epsilon" && e.NoiseTV > 0:
-		return fmt.Sprintf(" (at delta = %g, of which (1 + e^epsilon) %g pays the samplers' total-variation bound noise_tv)", e.Delta, e.NoiseTV)
-	case e.Unit == "epsilon":
-		return fmt.Sprintf(" (at delta = %g)", e.Delta)
+	case e.Alone:
+		return fmt.Sprintf("privacy budget exceeded %s: this %s call alone needs %s = %.6g%s, over the %s of %.6g; nothing was released",
+			where, e.Mechanism, e.Unit, e.Need, at, budget, e.Budget)
+	case e.Cap > 0:
+		return fmt.Sprintf("privacy budget exceeded %s: this %s call would bring its spend to epsilon = %.6g%s (spent so far %.6g), "+
+			"beyond epsilon = %.4g, the most this scope can certify at that delta with its noise samplers: their error bound "+
+			"(%.3g for this scope's draws; dpsql's samplers are within 2^-125 per value drawn) is paid from delta, "+
+			"and beyond that epsilon it would take all of it; nothing was released",
+			where, e.Mechanism, e.AfterWouldBe, at, e.Spent, e.Cap, e.NoiseTV)
 	}
-	return ""
+	return fmt.Sprintf("privacy budget exceeded %s: spent %s = %.6g%s, this %s call needs %s = %.6g, which would bring the total to %.6g, over the %s of %.6g; nothing was released",
+		where, e.Unit, e.Spent, at, e.Mechanism, e.Unit, e.Need, e.AfterWouldBe, budget, e.Budget)
 }
 
 // IsBudgetExceeded reports whether err is a refusal for lack of budget (of

@@ -291,14 +291,14 @@ func certifiedEpsilonSearch(comp Composition, delta, tv float64) (float64, error
 // without a cap (Mu = +Inf) is computed, never refused.
 func Decide(b Budget, prior Spend, m mechanism.Mechanism, tv float64) (Checked, error) {
 	c := Checked{Budget: b, Mechanism: m, Mu: m.GDPMu(), NoiseTV: tv}
+	muBefore := math.Sqrt(prior.SumSq)
+	c.MuAfter = math.Hypot(muBefore, c.Mu) // no overflow for a huge mu
+	if be := tooLarge(b, muBefore, prior, m); be != nil {
+		return c, be
+	}
 	var err error
 	if c.Comp, err = prior.Comp.Add(m); err != nil {
 		return Checked{}, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", b.Scope, err)
-	}
-	muBefore := math.Sqrt(prior.SumSq)
-	c.MuAfter = math.Sqrt(prior.SumSq + c.Mu*c.Mu)
-	if math.IsInf(c.Mu, 1) {
-		c.MuAfter = math.Inf(1)
 	}
 	c.MuRemaining = math.Sqrt(math.Max(b.Mu*b.Mu-c.MuAfter*c.MuAfter, 0))
 	if math.IsInf(b.Mu, 1) {
@@ -346,10 +346,52 @@ func Decide(b Budget, prior Spend, m mechanism.Mechanism, tv float64) (Checked, 
 		limit *= 1 + tolerance
 	}
 	if !(epsAfter <= limit) {
-		epsBefore, _ := certifiedEpsilon(prior.Comp, b.Delta, prior.NoiseTV) // for the message only
-		return c, &BudgetError{Scope: b.Scope, Spent: epsBefore, Need: epsAfter - epsBefore, Budget: epsBudget, AfterWouldBe: epsAfter, Unit: "epsilon", Delta: b.Delta, NoiseTV: totalTV, Mechanism: m.Kind}
+		// For the message only: what was spent, and where the samplers'
+		// error caps what the scope can certify, what the composition
+		// would reach without it.
+		be := &BudgetError{Scope: b.Scope, Budget: epsBudget, AfterWouldBe: epsAfter, Unit: "epsilon", Delta: b.Delta, NoiseTV: totalTV, Mechanism: m.Kind}
+		if prior.NonGaussian == 0 && prior.NoiseTV == 0 {
+			be.Spent, _ = Epsilon(muBefore, b.Delta)
+		} else {
+			be.Spent, _ = certifiedEpsilon(prior.Comp, b.Delta, prior.NoiseTV)
+		}
+		if cp := SamplerCap(b.Delta, totalTV); !(epsAfter < cp-1) {
+			be.Cap = cp
+			if e, err := c.Comp.Epsilon(b.Delta); err == nil {
+				be.AfterWouldBe = e
+			}
+		}
+		be.Need = be.AfterWouldBe - be.Spent
+		return c, be
 	}
 	return c, nil
+}
+
+// tooLarge returns the refusal of an entry whose own figure already exceeds
+// the budget, decided before composing it: no composition can cost less
+// than one of its entries (a Gaussian of mu costs at least mu; a Laplace
+// entry of epsilon e0 at least e0 + 2 log(1 - delta) at delta), and a
+// release at an epsilon of 1e300 has no privacy loss distribution to
+// compose.
+func tooLarge(b Budget, muBefore float64, prior Spend, m mechanism.Mechanism) *BudgetError {
+	if math.IsInf(b.Mu, 1) {
+		return nil
+	}
+	for _, part := range m.Components() {
+		switch part.Kind {
+		case mechanism.KindGaussian, mechanism.KindExternal, mechanism.KindGaussianInf:
+			if mu := part.GDPMu(); mu > b.Mu*(1+tolerance) {
+				return &BudgetError{Scope: b.Scope, Spent: muBefore, Need: mu, Budget: b.Mu, AfterWouldBe: math.Hypot(muBefore, mu), Unit: "mu", Mechanism: m.Kind, Alone: true}
+			}
+		case mechanism.KindLaplace:
+			eb := b.epsilonBudget()
+			e0 := part.Epsilon * part.StepsOrOne()
+			if e0+2*math.Log1p(-b.Delta) > eb*(1+1e-9)+1e-9 {
+				return &BudgetError{Scope: b.Scope, Need: e0, Budget: eb, AfterWouldBe: e0, Unit: "epsilon", Delta: b.Delta, Mechanism: m.Kind, Alone: true}
+			}
+		}
+	}
+	return nil
 }
 
 // MaxGaussian returns the largest mu of one more add/remove Gaussian call

@@ -24,7 +24,7 @@ func TestNoiseTVIsPaidFromDelta(t *testing.T) {
 	c := Charge{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.9}, Details: mechanism.Gaussian{Dim: 1, NoiseTV: 5e-7}}
 	_, err := l.Charge(ctx, c, nil)
 	var be *accountant.BudgetError
-	if !errors.As(err, &be) || be.NoiseTV != 5e-7 || !strings.Contains(err.Error(), "noise_tv") {
+	if !errors.As(err, &be) || be.NoiseTV != 5e-7 || !strings.Contains(err.Error(), "noise samplers") {
 		t.Fatalf("charge whose sampler error takes delta: %v", err)
 	}
 	// A negligible sampler error changes nothing.
