@@ -28,6 +28,8 @@ import (
 //     one count); its Gaussian parts first merged into one Gaussian (exact),
 //     and into its gaussian_inf part when it has exactly one.
 //   - gaussian_inf: a mu-GDP Gaussian plus Delta mass at +infinity.
+//   - laplace_inf: Laplace noise with sensitivity/scale = Epsilon plus Delta
+//     mass at +infinity.
 //   - truncated_laplace, optnoise: their exact PLDs (see noise_kinds.go).
 //   - subsampled_gaussian: Poisson rate Q, noise multiplier Sigma, Steps
 //     steps, both directions kept. Replace-one entries use the replace-one
@@ -330,6 +332,8 @@ func rigMechanismPLD(m mechanism.Mechanism, h float64) (*pld.PLD, error) {
 				return cfg.SubsampledGaussian(m.Q, m.Sigma)
 			case mechanism.KindGaussianInf:
 				return cfg.GaussianMuInf(m.Mu, m.Delta)
+			case mechanism.KindLaplaceInf:
+				return cfg.LaplaceInf(m.Epsilon, m.Delta)
 			case mechanism.KindTruncatedLaplace, mechanism.KindOptNoise:
 				return noisePLD(m, cfg)
 			default:

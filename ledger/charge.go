@@ -441,6 +441,8 @@ func accounted(m mechanism.Mechanism) mechanism.Mechanism {
 		a.Epsilon = m.Epsilon
 	case mechanism.KindGaussianInf:
 		a.Mu, a.Delta = m.Mu, m.Delta
+	case mechanism.KindLaplaceInf:
+		a.Epsilon, a.Delta = m.Epsilon, m.Delta
 	case mechanism.KindComposite:
 		for _, p := range m.Parts {
 			a.Parts = append(a.Parts, accounted(p))

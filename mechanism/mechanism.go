@@ -20,7 +20,13 @@ const (
 	// private partition selection (package protect). Accounted by the PLD
 	// accountant (pld.Config.GaussianMuInf); its GDP figure is the Gaussian
 	// part's Mu alone.
-	KindGaussianInf      = "gaussian_inf"
+	KindGaussianInf = "gaussian_inf"
+	// KindLaplaceInf is Laplace noise of Sensitivity/scale = Epsilon except
+	// on an event of probability at most Delta (mass at +infinity): a
+	// protected-mode statement's partition selection by a Laplace threshold,
+	// whose noisy person count is released (package protect). Accounted by
+	// the PLD accountant (pld.Config.LaplaceInf); it has no finite GDP figure.
+	KindLaplaceInf       = "laplace_inf"
 	KindTruncatedLaplace = "truncated_laplace" // truncated Laplace: Sensitivity, Sigma (scale), Support (see gridnoise.go)
 	KindOptNoise         = "optnoise"          // piecewise-uniform grid noise: Weights, Shifts (see gridnoise.go)
 )
@@ -53,7 +59,7 @@ type Mechanism struct {
 	// composed exactly as if each were its own entry. Parts are not nested
 	// and share one neighbour relation; the composite's other fields are unset.
 	Parts []Mechanism `json:"parts,omitempty"`
-	// Delta is gaussian_inf's mass at +infinity; for truncated_laplace and
+	// Delta is gaussian_inf's and laplace_inf's mass at +infinity; for truncated_laplace and
 	// optnoise, the certified delta at Epsilon (informational).
 	Delta float64 `json:"delta,omitempty"`
 	// Non-Gaussian noise families (see gridnoise.go).
@@ -137,12 +143,22 @@ func (m Mechanism) Validate() error {
 		if m.Neighbours == ReplaceOne {
 			return errors.New("gaussian_inf: only add_remove neighbours are supported")
 		}
+	case KindLaplaceInf:
+		if !finitePos(m.Epsilon) {
+			return fmt.Errorf("laplace_inf: epsilon must be positive and finite, got %v", m.Epsilon)
+		}
+		if !(m.Delta > 0 && m.Delta < 1) {
+			return fmt.Errorf("laplace_inf: delta must lie in (0, 1), got %v", m.Delta)
+		}
+		if m.Neighbours == ReplaceOne {
+			return errors.New("laplace_inf: only add_remove neighbours are supported")
+		}
 	case KindTruncatedLaplace, KindOptNoise:
 		return m.validateGridKind()
 	case "":
-		return fmt.Errorf("mechanism kind is missing (want one of gaussian, subsampled_gaussian, laplace, truncated_laplace, optnoise, external, gaussian_inf, composite)")
+		return fmt.Errorf("mechanism kind is missing (want one of gaussian, subsampled_gaussian, laplace, truncated_laplace, optnoise, external, gaussian_inf, laplace_inf, composite)")
 	default:
-		return fmt.Errorf("unknown mechanism %q (want one of gaussian, subsampled_gaussian, laplace, truncated_laplace, optnoise, external, gaussian_inf, composite)", m.Kind)
+		return fmt.Errorf("unknown mechanism %q (want one of gaussian, subsampled_gaussian, laplace, truncated_laplace, optnoise, external, gaussian_inf, laplace_inf, composite)", m.Kind)
 	}
 	return nil
 }
