@@ -149,15 +149,19 @@ type Protected struct {
 	NoiseTV          float64           `json:"noise_tv_per_value"` // the Gaussian sampler's bound per value drawn
 	NoiseTVValues    float64           `json:"noise_tv_values"`    // a public bound on the values the Gaussian sampler draws
 	NoiseTVTotal     float64           `json:"noise_tv"`           // NoiseTVValues * NoiseTV, paid from delta by the accountant
-	Noise            string            `json:"noise"`              // the aggregates' noise: gaussian or laplace
+	Noise            string            `json:"noise"`              // the statement's noise law: gaussian or laplace
 	EpsilonRequested float64           `json:"epsilon_requested,omitempty"`
 	DeltaRequested   float64           `json:"delta_requested,omitempty"`
 }
 
-// ProtectedPart is one part of a protected statement's budget: the partition
-// selection or one aggregate, with its share of mu, its noise and its L2
-// sensitivity; or, under noise = 'laplace', an aggregate's Laplace scales,
-// epsilons and L1 sensitivities (each as charged: sensitivity + grid).
+// ProtectedPart is one part of a protected statement's budget: one noisy
+// value the statement draws per group (Part: the partition selection's count
+// of persons, a count, a sum, a sum of squares or a histogram), with its
+// noise (Mu and Sigma, or Laplace Scale and Epsilon), its sensitivity as
+// charged (L2, or L1 plus the Laplace grid), the aggregates that read it
+// (Outputs) and, for a sum of values centred on a midpoint, Centre. Records
+// written before values were shared have one part per aggregate, with the
+// count's and squares' figures in the *_count and *_squares fields.
 type ProtectedPart struct {
 	Part               string    `json:"part"` // selection, count, sum, avg, var_pop, stddev_pop, median
 	Column             string    `json:"column,omitempty"`
@@ -180,6 +184,8 @@ type ProtectedPart struct {
 	SigmaSquares       float64   `json:"sigma_squares,omitempty"`
 	SensitivitySquares float64   `json:"sensitivity_squares,omitempty"`
 	QuantumSquares     float64   `json:"quantum_squares,omitempty"`
+	Centre             float64   `json:"centre,omitempty"`
+	Outputs            []string  `json:"outputs,omitempty"`
 }
 
 // BeamRun is what dpsql-beam adds to the record of a release it runs.

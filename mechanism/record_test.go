@@ -44,7 +44,7 @@ func TestRecordKeysArePinned(t *testing.T) {
 		rec  any
 		want string
 	}{
-		{ProtectedPart{}, "bounds buckets column delta epsilon epsilon_count epsilon_squares mu part quantum quantum_squares scale scale_count scale_squares sensitivity sensitivity_count sensitivity_squares sigma sigma_count sigma_squares threshold"},
+		{ProtectedPart{}, "bounds buckets centre column delta epsilon epsilon_count epsilon_squares mu outputs part quantum quantum_squares scale scale_count scale_squares sensitivity sensitivity_count sensitivity_squares sigma sigma_count sigma_squares threshold"},
 		{SelectTopmChoice{}, "indices scores"},
 	} {
 		if got := strings.Join(Keys(tc.rec), " "); got != tc.want {

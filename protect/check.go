@@ -6,10 +6,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
+	"github.com/dpsql/dpsql/protect/calibrate"
 	"github.com/dpsql/dpsql/protect/dpselect"
-	"github.com/dpsql/dpsql/release"
 )
 
 // SelectionDeltaShare is the default share of the reference delta (the
@@ -23,7 +22,10 @@ const SelectionDeltaShare = 0.001
 // selections of all its statements may spend together (each spends its
 // delta_s at +infinity, for good): a statement whose delta_s would take the
 // scope's selections beyond it is refused before anything is read, so the
-// Gaussian parts always keep the rest.
+// other parts always keep the rest. A statement that does not set
+// selection_delta takes its default (calibrate's share of its delta, or
+// SelectionDeltaShare of the scope's for a mu statement) but at most half of
+// what the pool has left, so that defaults never exhaust it.
 const SelectionDeltaPool = 0.5
 
 // MedianBuckets is the number of equal buckets between a MEDIAN's bounds:
@@ -66,19 +68,19 @@ type aggPlan struct {
 	// typeof(). Unset (unknown), the rewrite tests typeof().
 	numericCompare bool
 	lo, hi         float64 // clamping bounds (SUM, AVG)
-	mid            float64 // AVG: values are centred on (lo+hi)/2
-	quant          float64 // fixed-point quantum of SUM/AVG values (a power of two)
-	mu             float64 // this aggregate's share of the statement's mu
-	// sigmas and L2 sensitivities: the value (count, or sum in units of
-	// quant) and, for AVG, the count.
-	sigma, sens           float64
-	sigmaCount, sensCount float64
+	// centred: the sum is of values centred on mid = (lo+hi)/2 (AVG,
+	// VAR_POP, STDDEV_POP, and SUM when the statement draws the column's
+	// count of numbers anyway, see values.go).
+	centred bool
+	mid     float64
+	quant   float64 // fixed-point quantum of the sum's values (a power of two)
 	// VAR_POP, STDDEV_POP: the sum of squared centred values, itself centred
 	// on sqMid = c^2/2, in units of sqQuant.
-	sqMid, sqQuant, sigmaSq, sensSq float64
-	// noise = 'laplace': the rounded Laplace laws of the value, the count
-	// and the sum of squares (L1 sensitivities).
-	lap, lapCount, lapSq release.LaplaceGrid
+	sqMid, sqQuant float64
+	// The noisy values the aggregate reads (indices into plan.values, -1
+	// for none): a count or a sum or a histogram; a count of numbers (AVG,
+	// VAR_POP, STDDEV_POP, a centred SUM); a sum of squares.
+	val, cnt, sq int
 }
 
 // needsCount reports whether the aggregate releases a noisy count of values.
@@ -107,14 +109,29 @@ type plan struct {
 	items      []int // per output item: -1-k for key k, or an index into aggs
 	maxGroups  int
 	maxRows    int
-	mu         float64 // the statement's total mu
-	// partition selection (GROUP BY only)
-	selMu, sigmaSel, tau, deltaS float64
-	mech                         mechanism.Mechanism
-	details                      StatementDetails
-	// laplace: the aggregates get rounded Laplace noise (OPTIONS noise =
-	// 'laplace'), calibrated by L1 sensitivity; the selection stays Gaussian.
-	laplace bool
+	// The budget asked for: mu, or epsilon and delta; the noise law asked
+	// for (calibrate.Auto when not given); the confidence of error bars (0:
+	// none).
+	mu, eps, delta float64
+	noise          calibrate.Law
+	conf           float64
+	// partition selection (GROUP BY without public keys): its delta_s
+	// (deltaSSet: given by OPTIONS selection_delta; for a mu statement the
+	// scope's default share is set by the checker, otherwise calibrate
+	// chooses it) and threshold tau.
+	deltaS, tau float64
+	deltaSSet   bool
+	// room is what the scope's selections may still spend (Engine.plan;
+	// +Inf when unknown).
+	room float64
+	// facts are what the schema says about the columns (values.go).
+	facts SchemaFacts
+	// values are the noisy values the statement draws per group; cal their
+	// calibration (budget.go).
+	values  []noisyValue
+	cal     *calibrate.Plan
+	mech    mechanism.Mechanism
+	details StatementDetails
 	// unitUnique: the privacy-unit column is declared unique (the table's
 	// only PRIMARY KEY column, or a UNIQUE constraint of that column alone),
 	// so each person has at most one row and bounding is a no-op: the
@@ -150,7 +167,7 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	if table == "" {
 		return nil, refusef("table %q is not protected: SELECT WITH DIFFERENTIAL_PRIVACY reads protected tables only (query public tables with plain SQL)", st.Table)
 	}
-	pl := &plan{stmt: st, table: table, policy: policies[table], cols: cols, reads: map[string]bool{}}
+	pl := &plan{stmt: st, table: table, policy: policies[table], cols: cols, reads: map[string]bool{}, room: math.Inf(1), noise: calibrate.Auto}
 	col := func(name, where string) (string, error) {
 		c, ok := cols[strings.ToLower(name)]
 		if !ok {
@@ -177,17 +194,21 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 			if o.IsText {
 				return nil, refusef("option %s takes a number, not the string '%s'", o.Name, o.Text)
 			}
-			return nil, refusef("option noise takes 'gaussian' or 'laplace' (a quoted string), not a number")
+			return nil, refusef("option noise takes 'auto', 'laplace' or 'gaussian' (a quoted string), not a number")
 		}
 		switch o.Name {
 		case "noise":
-			switch strings.ToLower(o.Text) {
-			case "gaussian":
-			case "laplace":
-				pl.laplace = true
+			switch n := calibrate.Law(strings.ToLower(o.Text)); n {
+			case calibrate.Auto, calibrate.Laplace, calibrate.Gaussian:
+				pl.noise = n
 			default:
-				return nil, refusef("unknown noise '%s': OPTIONS noise takes 'gaussian' (the default) or 'laplace'", o.Text)
+				return nil, refusef("unknown noise '%s': OPTIONS noise takes 'auto' (the default: the law of lower error), 'laplace' or 'gaussian'", o.Text)
 			}
+		case "confidence":
+			if !(o.Value >= 0.5 && o.Value < 1) {
+				return nil, refusef("confidence must lie in [0.5, 1), got %v (for example confidence = 0.95)", o.Value)
+			}
+			pl.conf = o.Value
 		case "mu":
 			mu = o.Value
 		case "epsilon":
@@ -206,7 +227,7 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 		case "privacy_unit_column":
 			return nil, refusef("the privacy unit is set by the owner's policy, not by OPTIONS")
 		default:
-			return nil, refusef("unknown option %q: OPTIONS takes mu, or epsilon and delta, max_groups_contributed, selection_delta and noise", o.Name)
+			return nil, refusef("unknown option %q: OPTIONS takes mu, or epsilon and delta, max_groups_contributed, selection_delta, noise and confidence", o.Name)
 		}
 	}
 	switch {
@@ -223,7 +244,7 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	default:
 		return nil, refusef("OPTIONS must give mu, or epsilon and delta")
 	}
-	if pl.laplace && seen["mu"] {
+	if pl.noise == calibrate.Laplace && seen["mu"] {
 		return nil, refusef("noise = 'laplace' is calibrated from an epsilon budget: give epsilon and delta, not mu")
 	}
 	// Group keys.
@@ -304,6 +325,25 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 	if len(pl.aggs) == 0 {
 		return nil, refusef("a DP SELECT needs at least one aggregate (COUNT, SUM, AVG, VAR_POP, STDDEV_POP or MEDIAN); group keys alone are not released")
 	}
+	if pl.conf > 0 {
+		// Each aggregate's interval is released as alias_lo and alias_hi,
+		// right after it.
+		for _, it := range st.Items {
+			if it.Agg == "" {
+				continue
+			}
+			if it.Alias == "" {
+				return nil, refusef("with OPTIONS confidence, every aggregate needs an alias (its interval is released as alias_lo and alias_hi): write %s AS name", it.Name())
+			}
+			for _, sfx := range []string{"_lo", "_hi"} {
+				n := strings.ToLower(it.Alias + sfx)
+				if names[n] {
+					return nil, refusef("with OPTIONS confidence, %s's interval is released as %s, which another output is already named: choose other aliases", it.Alias, it.Alias+sfx)
+				}
+				names[n] = true
+			}
+		}
+	}
 	for _, o := range st.OrderBy {
 		if o.Pos == 0 && !names[strings.ToLower(o.Name)] {
 			return nil, refusef("ORDER BY %s: order by an output name or position", o.Name)
@@ -336,15 +376,9 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 		}
 		pl.where = dpselect.String(st.Where)
 	}
-	// Budget: mu, split equally in mu^2 across selection and aggregates.
-	ref := scopeDelta
-	if seen["delta"] {
-		ref = delta
-	}
-	selection := len(pl.keys) > 0 && pl.keySources == nil
-	if selection {
-		pl.deltaS = SelectionDeltaShare * ref
-	}
+	// Budget: what the statement asks for. Its noise is planned once the
+	// schema is known (completePlan, budget.go).
+	selection := pl.selection()
 	if seen["selection_delta"] {
 		d := optionValue(st, "selection_delta")
 		switch {
@@ -352,167 +386,15 @@ func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map
 			return nil, refusef("selection_delta: every GROUP BY column has public keys, so there is no partition selection to pay for")
 		case !selection:
 			return nil, refusef("selection_delta applies to a GROUP BY (its partition selection); this statement has none")
-		case seen["delta"] && !(d <= delta/2):
-			return nil, refusef("selection_delta %v must be at most half the statement's delta %v (the rest pays the aggregates)", d, delta)
+		case seen["delta"] && !(d < delta):
+			return nil, refusef("selection_delta %v must be below the statement's delta %v (the rest pays the aggregates)", d, delta)
 		}
-		pl.deltaS = d
+		pl.deltaS, pl.deltaSSet = d, true
+	} else if selection && seen["mu"] {
+		// A mu statement's selection spends a share of the scope's delta.
+		pl.deltaS = SelectionDeltaShare * scopeDelta
 	}
-	if !seen["mu"] {
-		// (epsilon, delta): the statement's loss is a Gaussian shifted by
-		// eta = -log(1-delta_s), plus delta_s at +infinity.
-		eta := -math.Log1p(-pl.deltaS)
-		m, err := accountant.Mu(eps-eta, delta-pl.deltaS)
-		if err != nil {
-			return nil, refusef("epsilon %v and delta %v: %v", eps, delta, err)
-		}
-		mu = m
-	}
-	pl.mu = mu
-	parts := len(pl.aggs)
-	if selection {
-		parts++
-	}
-	part := mu / math.Sqrt(float64(parts))
-	g := math.Sqrt(float64(pl.maxGroups))
-	r := float64(pl.maxRows)
-	var details []Part
-	if pl.laplace && !selection {
-		part = 0
-	}
-	if selection {
-		pl.selMu = part
-		pl.sigmaSel = g / part
-		if release.Grid(pl.sigmaSel) > 1 {
-			return nil, refusef("mu %v is too small for %d parts (the selection's noise would exceed 2^16)", mu, parts)
-		}
-		z := normalQuantileUpper(pl.deltaS / float64(pl.maxGroups))
-		pl.tau = 1 + pl.sigmaSel*z
-		details = append(details, Part{Part: "selection", Mu: part, Sigma: pl.sigmaSel, Sensitivity: g, Delta: pl.deltaS, Threshold: pl.tau})
-	}
-	if pl.laplace {
-		for _, a := range pl.aggs {
-			if a.kind == dpselect.Median {
-				return nil, refusef("MEDIAN takes Gaussian noise only: leave out noise = 'laplace'")
-			}
-		}
-		d, err := pl.planLaplace(eps, delta)
-		if err != nil {
-			return nil, err
-		}
-		details = append(details, d...)
-	}
-	for i := range pl.aggs {
-		if pl.laplace {
-			break
-		}
-		a := &pl.aggs[i]
-		a.mu = part
-		switch a.kind {
-		case dpselect.Count:
-			a.sens = r * g
-			a.sigma = a.sens / part
-			if release.Grid(a.sigma) > 1 {
-				return nil, refusef("mu %v is too small for COUNT (its noise would exceed 2^16)", mu)
-			}
-		case dpselect.Median:
-			// A histogram of MedianBuckets counts per group: a person's
-			// max_rows rows move one group's histogram by at most max_rows
-			// in L2, in at most max_groups groups.
-			a.sens = r * g
-			a.sigma = a.sens / part
-			if release.Grid(a.sigma) > 1 {
-				return nil, refusef("mu %v is too small for MEDIAN (its noise would exceed 2^16)", mu)
-			}
-		default: // SUM, AVG, VAR_POP, STDDEV_POP
-			m := part
-			c := math.Max(math.Abs(a.lo), math.Abs(a.hi))
-			if a.needsCount() {
-				m = part / math.Sqrt2
-				if a.needsSq() {
-					m = part / math.Sqrt(3)
-				}
-				a.mid = (a.lo + a.hi) / 2
-				c = (a.hi - a.lo) / 2
-				a.sensCount = r * g
-				a.sigmaCount = a.sensCount / m
-				if release.Grid(a.sigmaCount) > 1 {
-					return nil, refusef("mu %v is too small for %s's count (its noise would exceed 2^16)", mu, a.kind)
-				}
-			}
-			// Values are rounded to the quantum q, a power of two no finer
-			// than the noise grid, so the noisy sum is exact on the grid and
-			// each value moves at most q/2 beyond its bound.
-			a.quant = release.Grid(r * g * c / m)
-			for range 8 {
-				a.sens = r * g * (c + a.quant/2)
-				a.sigma = a.sens / m
-				if q := release.Grid(a.sigma); q > a.quant {
-					a.quant = q
-					continue
-				}
-				break
-			}
-			if a.needsSq() {
-				// Squares of centred values lie in [0, c^2]; centred again
-				// on c^2/2 they move a sum by at most c^2/2 each.
-				a.sqMid = c * c / 2
-				a.sqQuant = release.Grid(r * g * a.sqMid / m)
-				for range 8 {
-					a.sensSq = r * g * (a.sqMid + a.sqQuant/2)
-					a.sigmaSq = a.sensSq / m
-					if q := release.Grid(a.sigmaSq); q > a.sqQuant {
-						a.sqQuant = q
-						continue
-					}
-					break
-				}
-			}
-		}
-		d := Part{Part: strings.ToLower(a.kind), Column: a.column, Mu: part, Sigma: a.sigma, Sensitivity: a.sens}
-		switch a.kind {
-		case dpselect.Count:
-		case dpselect.Median:
-			d.Bounds, d.Buckets = []float64{a.lo, a.hi}, MedianBuckets
-		default:
-			d.Bounds, d.Quantum = []float64{a.lo, a.hi}, a.quant
-		}
-		if a.needsCount() {
-			d.SigmaCount, d.SensitivityCount = a.sigmaCount, a.sensCount
-		}
-		if a.needsSq() {
-			d.SigmaSquares, d.SensitivitySquares, d.QuantumSquares = a.sigmaSq, a.sensSq, a.sqQuant
-		}
-		details = append(details, d)
-	}
-	switch {
-	case pl.laplace: // set by planLaplace
-	case selection:
-		pl.mech = mechanism.Mechanism{Kind: mechanism.KindGaussianInf, Mu: mu, Delta: pl.deltaS}
-	default:
-		pl.mech = mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mu}
-	}
-	sd := StatementDetails{Table: table, PrivacyUnit: pl.policy.PrivacyUnit, MaxGroups: pl.maxGroups, MaxRows: pl.maxRows,
-		Parts: details, NoiseTV: release.NoiseTV, Noise: "gaussian"}
-	if pl.laplace {
-		sd.Noise = "laplace"
-	}
-	if pl.keySources != nil {
-		sd.PublicKeys = pl.policy.PublicKeys
-	}
-	if seen["epsilon"] {
-		sd.EpsilonRequested, sd.DeltaRequested = eps, delta
-	}
-	// The Gaussian sampler's error: NoiseTV per value it draws (the rounded
-	// Laplace sampler is exact). Groups: one without GROUP BY, every key
-	// combination with public keys (set again once they are read), else a
-	// public bound.
-	groups := 1.0
-	if selection {
-		groups = rowsBound
-	}
-	sd.NoiseTVValues = pl.gaussianValues(groups)
-	sd.NoiseTVTotal = sd.NoiseTVValues * release.NoiseTV
-	pl.details = sd
+	pl.mu, pl.eps, pl.delta = mu, eps, delta
 	if err := pl.boundRowWork(); err != nil {
 		return nil, err
 	}
@@ -530,40 +412,38 @@ func optionValue(st *dpselect.Statement, name string) float64 {
 }
 
 // gaussianValues returns a bound on the values the Gaussian sampler draws
-// for a statement over at most groups groups: per group, the selection's
-// noisy count and (noise = 'gaussian') each aggregate's noisy values.
+// for a statement over at most groups groups: per group, each value's
+// coordinates under the Gaussian (none under Laplace: its sampler is exact).
 func (pl *plan) gaussianValues(groups float64) float64 {
-	per := 0.0
-	if pl.sigmaSel > 0 {
-		per++
+	if pl.cal == nil {
+		return 0
 	}
-	if !pl.laplace {
-		for _, a := range pl.aggs {
-			if a.kind == dpselect.Median {
-				per += MedianBuckets
-				continue
-			}
-			per++
-			if a.needsCount() {
-				per++
-			}
-			if a.needsSq() {
-				per++
-			}
+	return groups * float64(pl.cal.GaussianDraws())
+}
+
+// selection reports whether the statement selects its groups privately (a
+// GROUP BY without public keys).
+func (pl *plan) selection() bool { return len(pl.keys) > 0 && pl.keySources == nil }
+
+// itemNames returns the output name of each aggregate, by index.
+func (pl *plan) itemNames() []string {
+	names := make([]string, len(pl.aggs))
+	for j, it := range pl.stmt.Items {
+		if k := pl.items[j]; k >= 0 {
+			names[k] = it.Name()
 		}
 	}
-	return groups * per
+	return names
 }
 
 // StatementDetails is what a protected-mode charge records in its ledger
 // row's params, beside the mechanism: the params record mechanism.Protected.
 type StatementDetails = mechanism.Protected
 
-// Part is one part of a statement's budget (mechanism.ProtectedPart): the
-// partition selection or one aggregate, with its share of mu, its noise and
-// its L2 sensitivity; or, under noise = 'laplace', an aggregate's Laplace
-// scales, epsilons and L1 sensitivities (each as charged: S + g of
-// release.LaplaceFor).
+// Part is one part of a statement's budget (mechanism.ProtectedPart): one
+// noisy value it draws per group (the partition selection's count of
+// persons, a count, a sum, a sum of squares, a histogram), with its noise
+// law and scale, its share of the budget and its sensitivity as charged.
 type Part = mechanism.ProtectedPart
 
 func safeList() string {
@@ -575,12 +455,5 @@ func safeList() string {
 	return strings.Join(b, ", ")
 }
 
-// normalQuantileUpper returns z with P(N(0,1) > z) <= p, the smallest such
-// up to rounding: erfcinv gives it, and z is nudged up until erfc confirms.
-func normalQuantileUpper(p float64) float64 {
-	z := math.Sqrt2 * math.Erfcinv(2*p)
-	for 0.5*math.Erfc(z/math.Sqrt2) > p {
-		z = math.Nextafter(z, math.Inf(1)) + 1e-12*math.Abs(z)
-	}
-	return z
-}
+// normalQuantileUpper is calibrate.NormalQuantileUpper.
+func normalQuantileUpper(p float64) float64 { return calibrate.NormalQuantileUpper(p) }

@@ -26,6 +26,16 @@ func FuzzCheck(f *testing.F) {
 		if err != nil {
 			return
 		}
+		var keyValues [][]any
+		for range pl.keySources {
+			keyValues = append(keyValues, []any{"a", "b"})
+		}
+		if err := completePlan(pl, nil, false, SchemaFacts{}, keyValues); err != nil {
+			return
+		}
+		if err := pl.mech.Validate(); err != nil {
+			t.Fatalf("charges an invalid mechanism: %v", err)
+		}
 		_ = rewrite(pl)
 		for _, a := range pl.aggs {
 			if a.kind == dpselect.Median {
@@ -52,8 +62,8 @@ func FuzzCheck(f *testing.F) {
 				}
 			})
 		}
-		if !(pl.mu > 0) {
-			t.Fatalf("accepted mu %v", pl.mu)
+		if !(pl.mu > 0) && !(pl.eps > 0 && pl.delta > 0 && pl.delta < 1) {
+			t.Fatalf("accepted mu %v, epsilon %v, delta %v", pl.mu, pl.eps, pl.delta)
 		}
 		if !(pl.rowWork >= 0 && pl.rowWork <= MaxRowWork) {
 			t.Fatalf("accepted a per-row work bound of %v (limit %d)", pl.rowWork, MaxRowWork)

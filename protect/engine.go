@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -152,25 +151,30 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 	if err != nil {
 		return nil, err
 	}
+	facts, err := schemaFactsOf(ctx, conn, pl.table)
+	if err != nil {
+		return nil, err
+	}
 	unitUnique := false
 	if pl.policy.PrivacyUnit != "" {
 		if unitUnique, err = uniqueColumn(ctx, conn, pl.table, pl.policy.PrivacyUnit); err != nil {
 			return nil, err
 		}
 	}
-	if pl.deltaS > 0 {
+	if pl.selection() {
 		spent, err := selectionSpent(ctx, conn, scope)
 		if err != nil {
 			return nil, fmt.Errorf("reading the scope's partition selections: %w", err)
 		}
 		pool := SelectionDeltaPool * b.Delta
-		if spent+pl.deltaS > pool {
-			if room := pool - spent; room > 0 {
-				return nil, refusef("partition selection: the statements of scope %q have spent delta %.3g of the %.3g their selections may spend (half the scope's delta %g), and this one's delta_s = %.3g does not fit: give OPTIONS selection_delta <= %.3g, or GROUP BY columns with public keys (no selection)",
-					scope, spent, pool, b.Delta, pl.deltaS, room)
-			}
+		pl.room = pool - spent
+		switch {
+		case !(pl.room > 0):
 			return nil, refusef("partition selection: the statements of scope %q have spent delta %.3g, all that their selections may spend (half the scope's delta %g): GROUP BY only columns with public keys, or ask the owner for a new scope",
 				scope, spent, b.Delta)
+		case pl.deltaSSet && pl.deltaS > pl.room:
+			return nil, refusef("partition selection: the statements of scope %q have spent delta %.3g of the %.3g their selections may spend (half the scope's delta %g), and this one's delta_s = %.3g does not fit: give OPTIONS selection_delta <= %.3g, or GROUP BY columns with public keys (no selection)",
+				scope, spent, pool, b.Delta, pl.deltaS, pl.room)
 		}
 	}
 	var keyValues [][]any
@@ -197,7 +201,7 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 		}
 		keyValues = append(keyValues, vals)
 	}
-	if err := completePlan(pl, numeric, unitUnique, keyValues); err != nil {
+	if err := completePlan(pl, numeric, unitUnique, facts, keyValues); err != nil {
 		return nil, err
 	}
 	return pl, nil
@@ -205,15 +209,16 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 
 // completePlan adds to a checked plan what the file's schema and public
 // tables say: which aggregated columns compare numerically (numeric, by
-// column name), whether the privacy unit is declared unique, and the public
-// keys' values (with the sampler's noise_tv at their number of groups).
-// Engine.plan and NewStatement both end with it, so a statement planned
-// outside SQLite is the statement the engine runs.
-func completePlan(pl *plan, numeric map[string]bool, unitUnique bool, keyValues [][]any) error {
-	for i := range pl.aggs {
-		pl.aggs[i].numericCompare = numeric[pl.aggs[i].column]
+// column name), whether the privacy unit is declared unique, which columns
+// are NOT NULL or hold numbers only (facts), and the public keys' values
+// (with the sampler's noise_tv at their number of groups); it then plans the
+// noise (budget.go). Engine.plan and NewStatement both end with it, so a
+// statement planned outside SQLite is the statement the engine runs.
+func completePlan(pl *plan, numeric map[string]bool, unitUnique bool, facts SchemaFacts, keyValues [][]any) error {
+	pl.applySchema(numeric, unitUnique, facts)
+	if err := pl.calibrateNoise(facts); err != nil {
+		return err
 	}
-	pl.unitUnique = unitUnique && pl.policy.PrivacyUnit != ""
 	if pl.keySources == nil {
 		return nil
 	}
@@ -231,6 +236,19 @@ func completePlan(pl *plan, numeric map[string]bool, unitUnique bool, keyValues 
 	pl.details.NoiseTVValues = pl.gaussianValues(float64(combos))
 	pl.details.NoiseTVTotal = pl.details.NoiseTVValues * release.NoiseTV
 	return nil
+}
+
+// applySchema records what the schema says in the plan.
+func (pl *plan) applySchema(numeric map[string]bool, unitUnique bool, facts SchemaFacts) {
+	for i := range pl.aggs {
+		pl.aggs[i].numericCompare = numeric[pl.aggs[i].column]
+	}
+	pl.unitUnique = unitUnique && pl.policy.PrivacyUnit != ""
+	if pl.unitUnique {
+		// One row per person: one row in one group.
+		pl.maxGroups, pl.maxRows = 1, 1
+	}
+	pl.facts = facts
 }
 
 // columnNumeric reports, by column name, which columns of table have a
@@ -276,14 +294,15 @@ func uniqueColumn(ctx context.Context, conn *sql.Conn, table, col string) (bool,
 }
 
 // selectionSpent returns the delta the scope's charges have spent at
-// +infinity (their gaussian_inf entries and parts: partition selections).
+// +infinity (their gaussian_inf and laplace_inf entries and parts: partition
+// selections).
 func selectionSpent(ctx context.Context, conn *sql.Conn, scope string) (float64, error) {
 	var spent float64
 	err := conn.QueryRowContext(ctx, `SELECT coalesce((SELECT sum(json_extract(params, '$.delta')) FROM main.dp_ledger
-		WHERE kind = 'charge' AND scope = ?1 AND json_extract(params, '$.mechanism') = 'gaussian_inf'), 0)
+		WHERE kind = 'charge' AND scope = ?1 AND json_extract(params, '$.mechanism') IN ('gaussian_inf', 'laplace_inf')), 0)
 		+ coalesce((SELECT sum(json_extract(p.value, '$.delta')) FROM main.dp_ledger, json_each(dp_ledger.params, '$.parts') AS p
 		WHERE kind = 'charge' AND scope = ?1 AND json_extract(params, '$.mechanism') = 'composite'
-		AND json_extract(p.value, '$.mechanism') = 'gaussian_inf'), 0)`, scope).Scan(&spent)
+		AND json_extract(p.value, '$.mechanism') IN ('gaussian_inf', 'laplace_inf')), 0)`, scope).Scan(&spent)
 	return spent, err
 }
 
@@ -550,151 +569,6 @@ func containsFold(list []string, s string) bool {
 	return false
 }
 
-// releaseRows draws the noise: partition selection, then each aggregate of the
-// released groups, then ORDER BY and LIMIT on the noisy rows.
-func releaseRows(pl *plan, groups []group, noise *release.Noise) *Result {
-	res := &Result{}
-	for _, it := range pl.stmt.Items {
-		res.Columns = append(res.Columns, it.Name())
-	}
-	if len(pl.keys) == 0 && len(groups) == 0 {
-		groups = []group{newGroup(nil, len(pl.aggs))}
-	}
-	kept := groups
-	if pl.keySources != nil {
-		kept = publicGroups(pl, groups)
-	} else if len(pl.keys) > 0 {
-		sel := make([]float64, len(groups))
-		for i, g := range groups {
-			sel[i] = float64(g.persons)
-		}
-		noise.AddGaussian(sel, pl.sigmaSel)
-		kept = kept[:0:0]
-		for i, g := range groups {
-			if sel[i] >= pl.tau {
-				kept = append(kept, g)
-			}
-		}
-	}
-	out := make([][]any, len(kept))
-	for i, g := range kept {
-		out[i] = make([]any, len(pl.items))
-		for j, it := range pl.items {
-			if it < 0 {
-				out[i][j] = g.keys[-1-it]
-			}
-		}
-	}
-	// add draws the aggregates' noise: Gaussian of sigma, or (noise =
-	// 'laplace') the rounded Laplace law l, one draw per value.
-	add := func(xs []float64, sigma float64, l release.LaplaceGrid) {
-		if !pl.laplace {
-			noise.AddGaussian(xs, sigma)
-			return
-		}
-		for i := range xs {
-			xs[i] = noise.AddLaplace(xs[i], l)
-		}
-	}
-	buf := make([]float64, len(kept))
-	for ai, a := range pl.aggs {
-		if a.kind == dpselect.Median {
-			col := slices.Index(pl.items, ai)
-			hist := make([]float64, len(kept)*MedianBuckets)
-			for i, g := range kept {
-				for b, n := range g.hists[ai] { // nil: an empty histogram
-					hist[i*MedianBuckets+b] = float64(n)
-				}
-			}
-			noise.AddGaussian(hist, a.sigma)
-			for i := range kept {
-				out[i][col] = medianOf(hist[i*MedianBuckets:(i+1)*MedianBuckets], a.lo, a.hi)
-			}
-			continue
-		}
-		for i, g := range kept {
-			buf[i] = float64(g.vals[ai])
-			if a.kind != dpselect.Count {
-				buf[i] *= a.quant
-			}
-		}
-		add(buf, a.sigma, a.lap)
-		var cnt, sq []float64
-		if a.needsCount() {
-			cnt = make([]float64, len(kept))
-			for i, g := range kept {
-				cnt[i] = float64(g.counts[ai])
-			}
-			add(cnt, a.sigmaCount, a.lapCount)
-		}
-		if a.needsSq() {
-			sq = make([]float64, len(kept))
-			for i, g := range kept {
-				sq[i] = float64(g.sqs[ai]) * a.sqQuant
-			}
-			add(sq, a.sigmaSq, a.lapSq)
-		}
-		col := -1
-		for j, it := range pl.items {
-			if it == ai {
-				col = j
-			}
-		}
-		for i := range kept {
-			switch a.kind {
-			case dpselect.Count:
-				out[i][col] = int64(math.Max(0, math.Round(buf[i])))
-			case dpselect.Sum:
-				out[i][col] = buf[i]
-			case dpselect.Avg:
-				v := a.mid + buf[i]/math.Max(cnt[i], 1)
-				out[i][col] = math.Min(a.hi, math.Max(a.lo, v))
-			case dpselect.Var, dpselect.Std:
-				// Post-processing: E[y^2] - E[y]^2 of the centred values,
-				// clamped to [0, ((hi-lo)/2)^2].
-				n := math.Max(cnt[i], 1)
-				mean := buf[i] / n
-				v := (sq[i]+a.sqMid*math.Max(cnt[i], 0))/n - mean*mean
-				v = math.Min(2*a.sqMid, math.Max(0, v))
-				if a.kind == dpselect.Std {
-					v = math.Sqrt(v)
-				}
-				out[i][col] = v
-			}
-		}
-	}
-	orderRows(pl, res.Columns, out)
-	if l := pl.stmt.Limit; l >= 0 && int64(len(out)) > l {
-		out = out[:l]
-	}
-	res.Rows = out
-	return res
-}
-
-// medianOf reads the median off a noisy histogram of equal buckets between
-// lo and hi (post-processing): negative counts count as 0, and within the
-// bucket where the cumulative count reaches half the total the values are
-// taken as spread evenly. An empty histogram gives the midpoint.
-func medianOf(h []float64, lo, hi float64) float64 {
-	total := 0.0
-	for _, c := range h {
-		total += math.Max(c, 0)
-	}
-	if !(total > 0) {
-		return (lo + hi) / 2
-	}
-	w := (hi - lo) / float64(len(h))
-	cum := 0.0
-	for b, c := range h {
-		c = math.Max(c, 0)
-		if c > 0 && cum+c >= total/2 {
-			return math.Min(hi, math.Max(lo, lo+w*(float64(b)+(total/2-cum)/c)))
-		}
-		cum += c
-	}
-	return hi
-}
-
 // orderRows sorts the released rows by ORDER BY (post-processing), in
 // SQLite's order of types: NULL, numbers, text, blobs.
 func orderRows(pl *plan, cols []string, rows [][]any) {
@@ -707,8 +581,10 @@ func orderRows(pl *plan, cols []string, rows [][]any) {
 	}
 	var terms []term
 	for _, o := range pl.stmt.OrderBy {
-		c := o.Pos - 1
-		if o.Pos == 0 {
+		c := -1
+		if o.Pos > 0 {
+			c = pl.itemColumn(o.Pos - 1)
+		} else {
 			for j, n := range cols {
 				if strings.EqualFold(n, o.Name) {
 					c = j

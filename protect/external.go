@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -44,6 +45,11 @@ type StatementInputs struct {
 	// KeyForms are the GROUP BY columns' declared affinities and
 	// collations, by column name: they fix the keys' canonical form.
 	KeyForms map[string]KeyForm `json:"key_forms,omitempty"`
+	// Facts are the table's NOT NULL and numbers-only columns (from its
+	// schema); SelectionRoom is the delta the scope's partition selections
+	// may still spend (from the ledger, when the statement was planned).
+	Facts         SchemaFacts `json:"facts"`
+	SelectionRoom float64     `json:"selection_room,omitempty"`
 	// KeyValues are the public keys' values (GROUP BY over public keys),
 	// in the order the plan reads them; nil otherwise. Their Go types
 	// (int64, float64, string, []byte) matter: ship them with a coder that
@@ -91,7 +97,10 @@ func PlanStatement(ctx context.Context, path, scope, query string) (*Statement, 
 		forms[k] = pl.keyForms[i]
 	}
 	in := StatementInputs{Query: query, Table: pl.table, Policy: pl.policy, Columns: pl.cols, ScopeDelta: b.Delta,
-		Numeric: numeric, UnitUnique: pl.unitUnique, KeyForms: forms, KeyValues: pl.keyValues}
+		Numeric: numeric, UnitUnique: pl.unitUnique, KeyForms: forms, KeyValues: pl.keyValues, Facts: pl.facts}
+	if !math.IsInf(pl.room, 1) {
+		in.SelectionRoom = pl.room
+	}
 	// The inputs must give the same plan wherever NewStatement runs.
 	s, err := NewStatement(in)
 	if err != nil {
@@ -117,7 +126,10 @@ func NewStatement(in StatementInputs) (*Statement, error) {
 	if err := pl.setKeyForms(in.KeyForms); err != nil {
 		return nil, err
 	}
-	if err := completePlan(pl, in.Numeric, in.UnitUnique, in.KeyValues); err != nil {
+	if in.SelectionRoom > 0 {
+		pl.room = in.SelectionRoom
+	}
+	if err := completePlan(pl, in.Numeric, in.UnitUnique, in.Facts, in.KeyValues); err != nil {
 		return nil, err
 	}
 	return &Statement{pl: pl, in: in}, nil
@@ -125,8 +137,8 @@ func NewStatement(in StatementInputs) (*Statement, error) {
 
 // samePlan compares what two plans charge and release.
 func samePlan(a, b *plan) bool {
-	return fmt.Sprint(a.mech, a.details, a.aggs, a.keys, a.keyForms, a.where, a.tau, a.sigmaSel, a.unitUnique) ==
-		fmt.Sprint(b.mech, b.details, b.aggs, b.keys, b.keyForms, b.where, b.tau, b.sigmaSel, b.unitUnique)
+	return fmt.Sprint(a.mech, a.details, a.aggs, a.keys, a.keyForms, a.where, a.tau, a.values, a.unitUnique, a.conf) ==
+		fmt.Sprint(b.mech, b.details, b.aggs, b.keys, b.keyForms, b.where, b.tau, b.values, b.unitUnique, b.conf)
 }
 
 // Inputs returns what the plan was made from.
@@ -149,14 +161,9 @@ func (s *Statement) Details() StatementDetails {
 	return d
 }
 
-// Columns are the names of the released columns.
-func (s *Statement) Columns() []string {
-	var cols []string
-	for _, it := range s.pl.stmt.Items {
-		cols = append(cols, it.Name())
-	}
-	return cols
-}
+// Columns are the names of the released columns (with OPTIONS confidence,
+// each aggregate's followed by its interval's, alias_lo and alias_hi).
+func (s *Statement) Columns() []string { return s.pl.columns() }
 
 // PrivacyUnit is the policy's privacy-unit column; "" when each row is a person.
 func (s *Statement) PrivacyUnit() string { return s.pl.policy.PrivacyUnit }

@@ -110,9 +110,12 @@ func TestOnePersonGroupAbsent(t *testing.T) {
 	if common != 1000 {
 		t.Errorf("the 200-person group appeared %d times out of 1000", common)
 	}
-	// The threshold is the documented one.
+	// The threshold is the documented one: a one-person group's rounded
+	// noise must reach (tau - 1)/g, which it does with probability at most
+	// P(Z >= (tau - 1 - g/2)/sigma).
 	z := normalQuantileUpper(pl.deltaS / float64(pl.maxGroups))
-	if want := 1 + pl.sigmaSel*z; pl.tau != want || math.Abs(pl.deltaS-SelectionDeltaShare*1e-5) > 1e-20 {
+	s := pl.values[pl.selectionValue()]
+	if want := 1 + s.Grid()/2 + s.Sigma*z; pl.tau != want || math.Abs(pl.deltaS-SelectionDeltaShare*1e-5) > 1e-20 {
 		t.Errorf("tau %v delta_s %v, want %v and %v", pl.tau, pl.deltaS, want, SelectionDeltaShare*1e-5)
 	}
 	if p := 0.5 * math.Erfc(z/math.Sqrt2); p > pl.deltaS {
@@ -153,10 +156,10 @@ func TestManyRowsPersonBounded(t *testing.T) {
 		t.Errorf("person 7 reached %d groups, %d rows, sum %v; want at most 3 groups, 2 rows each, each value clamped to 10 (exact groups %+v)", persons, rows, sum, gs)
 	}
 	// The sensitivities the noise is calibrated to cover this contribution.
-	if s := pl.aggs[0].sens; s != 2*math.Sqrt(3) {
+	if s := pl.values[pl.aggs[0].val].Sensitivity; s != 2*math.Sqrt(3) {
 		t.Errorf("COUNT sensitivity %v, want 2 sqrt(3)", s)
 	}
-	if s := pl.aggs[1].sens; s < 2*math.Sqrt(3)*10 {
+	if s := pl.values[pl.aggs[1].val].Sensitivity; s < 2*math.Sqrt(3)*10 {
 		t.Errorf("SUM sensitivity %v below 2 sqrt(3) 10", s)
 	}
 }
@@ -180,13 +183,13 @@ func TestAccuracyStatistical(t *testing.T) {
 			t.Fatalf("released %d groups, want 4", len(res.Rows))
 		}
 		for _, r := range res.Rows {
-			z := (float64(r[1].(int64)) - n/4) / pl.aggs[0].sigma
+			z := (float64(r[1].(int64)) - n/4) / pl.values[pl.aggs[0].val].Sigma
 			zc += z
 			zc2 += z * z
 			// AVG: group a holds x = 0, 4, ..., 96 (mean 48), b 49, c 50,
 			// d 51; the error is about noise_sum/count.
 			truth := 48 + float64(r[0].(string)[0]-'a')
-			zmv := (r[2].(float64) - truth) / (pl.aggs[1].sigma / (n / 4))
+			zmv := (r[2].(float64) - truth) / (pl.values[pl.aggs[1].val].Sigma / (n / 4))
 			zm += zmv
 			zm2 += zmv * zmv
 			k++
@@ -321,7 +324,7 @@ func TestVarianceStatistical(t *testing.T) {
 	const truth, m = 832.0, n / 4
 	a := pl.aggs[0]
 	ey2 := truth + 4 // E[(x - 50)^2] for group a; b, c, d differ by under 5
-	sd := math.Hypot(a.sigmaSq/m, ey2*a.sigmaCount/m)
+	sd := math.Hypot(pl.values[a.sq].Sigma/m, ey2*pl.values[a.cnt].Sigma/m)
 	noise := release.NewNoise()
 	var z, z2 float64
 	var k int
@@ -360,7 +363,7 @@ func TestVarianceExactFigures(t *testing.T) {
 	if float64(g.vals[0])*a.quant != 0 || g.counts[0] != 2 || float64(g.sqs[0])*a.sqQuant != 25 || a.sqMid != 12.5 {
 		t.Errorf("exact figures %+v (quantum %v, squares quantum %v)", g, a.quant, a.sqQuant)
 	}
-	if a.sensSq < 2*12.5 {
-		t.Errorf("squares sensitivity %v below max_rows * c^2/2 = 25", a.sensSq)
+	if s := pl.values[a.sq].Sensitivity; s < 2*12.5 {
+		t.Errorf("squares sensitivity %v below max_rows * c^2/2 = 25", s)
 	}
 }

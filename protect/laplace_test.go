@@ -36,7 +36,7 @@ func TestNoiseOptionRefusals(t *testing.T) {
 	for _, c := range []struct{ opts, want string }{
 		{`epsilon = 1, delta = 1e-6, noise = 'uniform'`, "unknown noise 'uniform'"},
 		{`epsilon = 1, delta = 1e-6, noise = 'gaussian', noise = 'laplace'`, "given twice"},
-		{`epsilon = 1, delta = 1e-6, noise = 1`, "noise takes 'gaussian' or 'laplace'"},
+		{`epsilon = 1, delta = 1e-6, noise = 1`, "noise takes 'auto', 'laplace' or 'gaussian'"},
 		{`epsilon = '1', delta = 1e-6`, "takes a number"},
 		{`mu = 1, noise = 'laplace'`, "give epsilon and delta, not mu"},
 		{`epsilon = 0, delta = 1e-6, noise = 'laplace'`, "epsilon must be positive"},
@@ -62,8 +62,8 @@ func TestNoiseOptionRefusals(t *testing.T) {
 }
 
 // Under noise = 'laplace' a statement is one composite ledger row: the
-// selection's gaussian_inf part and one laplace part per noisy value, with
-// L1 sensitivities max_groups*max_rows*bound, composing (by the PLD
+// selection's laplace_inf part and one laplace part per other noisy value,
+// with L1 sensitivities max_groups*max_rows*bound, composing (by the PLD
 // accountant, at the statement's delta) to at most the requested epsilon and
 // within 1% of it.
 func TestLaplaceCharge(t *testing.T) {
@@ -81,11 +81,11 @@ func TestLaplaceCharge(t *testing.T) {
 		dparts     int       // parts in the details: selection and aggregates
 	}{
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-5, noise = 'laplace') g, COUNT(*) AS n, AVG(x, contribution_bounds_per_group => (0, 50)) AS m FROM t GROUP BY g`,
-			1, 1e-5, []string{"gaussian_inf", "laplace", "laplace", "laplace"}, []float64{8, 8 * 25, 8}, 3},
+			1, 1e-5, []string{"laplace_inf", "laplace", "laplace", "laplace"}, []float64{8, 8 * 25, 8}, 4},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5, delta = 1e-2, noise = 'laplace', max_groups_contributed = 3) COUNT(*) AS n, SUM(x, contribution_bounds_per_group => (-10, 5)) FROM t`,
 			0.5, 1e-2, []string{"laplace", "laplace"}, []float64{2, 2 * 10}, 2}, // no GROUP BY: one group
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 2, delta = 1e-5, noise = 'laplace', max_groups_contributed = 3) g, VAR_POP(x, contribution_bounds_per_group => (0, 4)) FROM t GROUP BY g`,
-			2, 1e-5, []string{"gaussian_inf", "laplace", "laplace", "laplace"}, []float64{6 * 2, 6, 6 * 2}, 2},
+			2, 1e-5, []string{"laplace_inf", "laplace", "laplace", "laplace"}, []float64{6 * 2, 6 * 2, 6}, 4},
 	} {
 		res, err := e.Query(ctx, "default", c.q)
 		if err != nil {
@@ -153,7 +153,7 @@ func TestLaplaceCountStatistical(t *testing.T) {
 		}
 	})
 	pl, gs := exact(t, e, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.2, delta = 1e-5, noise = 'laplace') COUNT(*), SUM(x, contribution_bounds_per_group => (-2, 2)) FROM t`)
-	b, bs := pl.aggs[0].lap.Scale, pl.aggs[1].lap.Scale
+	b, bs := pl.values[pl.aggs[0].val].Lap.Scale, pl.values[pl.aggs[1].val].Lap.Scale
 	if !(b > 9 && b < 10.5) || !(bs > 2*9 && bs < 2*10.5) {
 		t.Fatalf("scales %v, %v, want about 1/0.1 and 2/0.1 (epsilon 0.2 over two values)", b, bs)
 	}

@@ -59,13 +59,15 @@ func TestMedianStatistical(t *testing.T) {
 			t.Errorf("group %s: mean of released medians %.3f, want %.3f +- %.3f", k, mean, want[k], w/10)
 		}
 	}
-	// sigma = sqrt(3) per bucket: the half-way count moves by about
-	// sqrt(64)*sqrt(3) = 14 values, a third of a bucket of 39.
+	// sigma = 1.55 per bucket: the half-way count moves by about
+	// sqrt(64)*1.55 = 12 values, a third of a bucket of 39.
 	if far > 2*reps/100 {
 		t.Errorf("%d of %d medians further than a bucket (%.2f) from the data's", far, 2*reps, w)
 	}
-	if math.Abs(pl.aggs[1].sigma-math.Sqrt(3)) > 1e-12 || pl.aggs[1].sens != 1 {
-		t.Errorf("median sigma %v sensitivity %v, want sqrt(3) and 1", pl.aggs[1].sigma, pl.aggs[1].sens)
+	// The histogram's share: weight 1 against the selection's 2 (the
+	// selection, and COUNT(*) which reads it), mu_b^2 ~ sqrt(weight).
+	if h := pl.values[pl.aggs[1].val]; math.Abs(h.Sigma-math.Sqrt(1+math.Sqrt2)) > 1e-12 || h.Sensitivity != 1 {
+		t.Errorf("median sigma %v sensitivity %v, want sqrt(1 + sqrt(2)) and 1", h.Sigma, h.Sensitivity)
 	}
 }
 
@@ -137,7 +139,7 @@ func TestMedianChargeAndRefusals(t *testing.T) {
 	}
 	var parts string
 	db.QueryRow(`SELECT group_concat(json_extract(p.value, '$.part') || ':' || json_extract(p.value, '$.buckets'), ' ') FROM dp_ledger, json_each(params, '$.statement_parts') p WHERE kind = 'charge'`).Scan(&parts)
-	if !strings.HasPrefix(parts, "median:128") {
+	if !strings.HasPrefix(parts, "histogram:128") {
 		t.Errorf("parts %q", parts)
 	}
 	// Each row a person: the histogram query has no bounding step.
@@ -153,8 +155,16 @@ func TestMedianChargeAndRefusals(t *testing.T) {
 	if a, b := res.Rows[0][1].(float64), res.Rows[1][1].(float64); math.Abs(a-24.5) > 2 || math.Abs(b-74.5) > 2 {
 		t.Errorf("medians %v and %v, want about 24.5 and 74.5", a, b)
 	}
+	// Under Laplace noise each bucket gets a Laplace draw (L1 sensitivity
+	// max_rows per group).
+	res, err = e.Query(ctx, "default", `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, noise = 'laplace') MEDIAN(x, contribution_bounds_per_group => (0, 50)) AS m FROM t`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := res.Rows[0][0].(float64); math.Abs(m-24.5) > 2 || res.Receipt.Params["mechanism"] != "composite" {
+		t.Errorf("Laplace median %v (%v), want about 24.5, a composite charge", m, res.Receipt.Params["mechanism"])
+	}
 	for _, tc := range []struct{ q, want string }{
-		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, noise = 'laplace') MEDIAN(x, contribution_bounds_per_group => (0, 50)) FROM t`, "MEDIAN takes Gaussian noise only"},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) MEDIAN(x) FROM t`, "MEDIAN(x) needs bounds"},
 	} {
 		if _, err := e.Query(ctx, "default", tc.q); !IsRefusal(err) || !strings.Contains(err.Error(), tc.want) {

@@ -83,7 +83,8 @@ func TestEditedPolicyTableIsNotTrusted(t *testing.T) {
 				t.Errorf("%d charges, want %d", n, before+1)
 			}
 			d := lastDetails(t, owner)
-			if d.MaxGroups != 1 || d.MaxRows != 1 || len(d.Parts) != 2 || d.Parts[1].Bounds[0] != 10 || d.Parts[1].Bounds[1] != 60 {
+			// Parts: the selection, AVG's centred sum and its count.
+			if d.MaxGroups != 1 || d.MaxRows != 1 || len(d.Parts) != 3 || d.Parts[1].Bounds[0] != 10 || d.Parts[1].Bounds[1] != 60 {
 				t.Errorf("the statement did not use the chained policy: %+v", d)
 			}
 		})

@@ -53,7 +53,7 @@ func countNumbers(c string, text bool) string {
 
 // fixedPoint returns the SQL of f(clamp(x)) in units of 1/scale, rounded
 // half away from zero to an INTEGER, NULL when x is not a number: sq false
-// gives f(y) = y - mid, sq true f(y) = (y - mid)^2 - sqMid. On a column
+// gives f(y) = y - mid (y for an uncentred SUM), sq true f(y) = (y - mid)^2 - sqMid. On a column
 // without TEXT affinity the bounds are tested first, so that the rows beyond
 // them (and only numbers get there: text and blobs sort after every number,
 // NULL compares to NULL) take a constant computed here, and only the rows
@@ -61,7 +61,7 @@ func countNumbers(c string, text bool) string {
 func fixedPoint(a aggPlan, sq bool, scale float64) string {
 	c := dpselect.QuoteIdent(a.column)
 	f := func(y string) string {
-		if a.needsCount() {
+		if a.centred {
 			y = fmt.Sprintf("(%s - %s)", y, num(a.mid))
 		}
 		if sq {
@@ -73,7 +73,7 @@ func fixedPoint(a aggPlan, sq bool, scale float64) string {
 		return fmt.Sprintf("CASE WHEN %s THEN %s END", numberGuard(c, true), f(fmt.Sprintf("max(%s, min(%s, %s))", num(a.lo), num(a.hi), c)))
 	}
 	fv := func(y float64) int64 {
-		if a.needsCount() {
+		if a.centred {
 			y -= a.mid
 		}
 		if sq {
@@ -85,7 +85,7 @@ func fixedPoint(a aggPlan, sq bool, scale float64) string {
 		return fmt.Sprintf("CASE WHEN %[1]s >= %[2]s THEN CASE WHEN %[1]s <= 9e999 THEN %[4]d END WHEN %[1]s <= %[3]s THEN %[5]d ELSE %[6]s END",
 			c, num(a.hi), num(a.lo), fv(a.hi), fv(a.lo), f(c))
 	}
-	// The centred value y = (x - m) * scale (m = mid, or 0 for SUM) is
+	// The centred value y = (x - m) * scale (m = mid, or 0 for an uncentred SUM) is
 	// rounded as SQLite's round() rounds, y >= 0 to CAST(y + 0.5 AS INTEGER)
 	// and y < 0 to -CAST(-y + 0.5 AS INTEGER) ((m - x) * scale is exactly
 	// -y), with the sign read off a comparison of x with m instead of a
@@ -94,7 +94,7 @@ func fixedPoint(a aggPlan, sq bool, scale float64) string {
 	// constant; NULL, text and blobs fail every comparison but
 	// x <= +infinity's and come out NULL.
 	m := 0.0
-	if a.needsCount() {
+	if a.centred {
 		m = a.mid
 	}
 	pos := fmt.Sprintf("CAST((%s - %s) * %s + 0.5 AS INTEGER)", c, num(m), num(scale))

@@ -36,10 +36,10 @@ func TestFixedPointMatchesReference(t *testing.T) {
 			}
 			pl := &plan{table: "v", aggs: []aggPlan{
 				{kind: dpselect.Sum, column: "x", lo: 10, hi: 60, quant: 0x1p-4},
-				{kind: dpselect.Var, column: "x", lo: 10, hi: 60, mid: 35, quant: 0x1p-6, sqMid: 312.5, sqQuant: 0x1p-3},
+				{kind: dpselect.Var, column: "x", lo: 10, hi: 60, centred: true, mid: 35, quant: 0x1p-6, sqMid: 312.5, sqQuant: 0x1p-3},
 				{kind: dpselect.Sum, column: "x", lo: -5, hi: 5, quant: 0x1p-20},
-				{kind: dpselect.Avg, column: "x", lo: -5, hi: 5, mid: 0, quant: 0x1p-20},
-				{kind: dpselect.Avg, column: "x", lo: 34.5, hi: 35.5, mid: 35, quant: 0x1p-6},
+				{kind: dpselect.Avg, column: "x", lo: -5, hi: 5, centred: true, mid: 0, quant: 0x1p-20},
+				{kind: dpselect.Avg, column: "x", lo: 34.5, hi: 35.5, centred: true, mid: 35, quant: 0x1p-6},
 				{kind: dpselect.Sum, column: "x", lo: -60, hi: -10, quant: 0x1p-4},
 				{kind: dpselect.Sum, column: "x", lo: 0, hi: 35, quant: 0x1p-5},
 				{kind: dpselect.Sum, column: "x", lo: -35, hi: 0, quant: 0x1p-5},
@@ -53,9 +53,7 @@ func TestFixedPointMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := completePlan(pl, numeric, false, nil); err != nil {
-				t.Fatal(err)
-			}
+			pl.applySchema(numeric, false, SchemaFacts{})
 			text := typ == "TEXT" || typ == "VARCHAR(10)"
 			for _, a := range pl.aggs {
 				if a.numericCompare == text {

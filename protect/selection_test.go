@@ -41,6 +41,9 @@ func planAt(t *testing.T, e *Engine, q string, scopeDelta float64) (*plan, []gro
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := completePlan(pl, nil, false, SchemaFacts{}, nil); err != nil {
+		t.Fatal(err)
+	}
 	gs, err := e.readAll(ctx, conn, pl)
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +156,7 @@ func TestSelectionDeltaPool(t *testing.T) {
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5, selection_delta = 0) g, COUNT(*) FROM t GROUP BY g`, "selection_delta must lie in (0, 1)"},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5, selection_delta = 1) g, COUNT(*) FROM t GROUP BY g`, "selection_delta must lie in (0, 1)"},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5, selection_delta = 1e-9) COUNT(*) FROM t`, "has none"},
-		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, selection_delta = 6e-7) g, COUNT(*) FROM t GROUP BY g`, "at most half the statement's delta"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, selection_delta = 1e-6) g, COUNT(*) FROM t GROUP BY g`, "must be below the statement's delta"},
 	} {
 		_, err := e.Query(ctx, "default", tc.q)
 		if tc.want == "default" {
@@ -208,10 +211,13 @@ func TestNoiseTVRecordedAndPaid(t *testing.T) {
 	}{
 		// No GROUP BY: COUNT, AVG's sum and count: 3 values.
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.1) COUNT(*), AVG(x, contribution_bounds_per_group => (0, 2)) FROM t`, release.NoiseTVOf(3)},
-		// Selection: per group present (at most 2^64), its noisy count and COUNT.
-		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.1) g, COUNT(*) FROM t GROUP BY g`, 2 * 0x1p64 * release.NoiseTV},
-		// Laplace aggregates are sampled exactly: the selection's values only.
-		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1, delta = 1e-6, noise = 'laplace') g, SUM(x, contribution_bounds_per_group => (0, 2)) FROM t GROUP BY g`, 0x1p64 * release.NoiseTV},
+		// Selection: per group present (at most 2^64), its noisy count, which
+		// is COUNT(*) (one row per person).
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.1) g, COUNT(*) FROM t GROUP BY g`, 0x1p64 * release.NoiseTV},
+		// Under the Gaussian, the selection and the SUM.
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1, delta = 1e-6, noise = 'gaussian') g, SUM(x, contribution_bounds_per_group => (0, 2)) FROM t GROUP BY g`, 2 * 0x1p64 * release.NoiseTV},
+		// Laplace statements, the selection's included, are sampled exactly.
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1, delta = 1e-6, noise = 'laplace') g, SUM(x, contribution_bounds_per_group => (0, 2)) FROM t GROUP BY g`, 0},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1, delta = 1e-6, noise = 'laplace') COUNT(*) FROM t`, 0},
 	} {
 		res, err := e.Query(ctx, "default", tc.q)

@@ -100,16 +100,25 @@ func TestOneChargePerStatement(t *testing.T) {
 		}
 		last = p
 	}
-	// epsilon and delta are accepted too, and a statement without GROUP BY
-	// is a plain Gaussian charge.
+	// epsilon and delta are accepted too; a statement without GROUP BY has
+	// no selection, and with two values at (1, 1e-6) noise = 'auto' takes
+	// Laplace: a composite of two laplace parts.
 	_, rows, err := queryAll(ctx, a, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6) COUNT(*) AS n, SUM(bmi, contribution_bounds_per_group => (0, 50)) AS s FROM patients`)
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("%v %v", rows, err)
 	}
 	var mech string
 	owner.QueryRow(`SELECT mechanism FROM dp_ledger ORDER BY id DESC LIMIT 1`).Scan(&mech)
+	if mech != mechanism.KindComposite {
+		t.Errorf("no GROUP BY: mechanism %s, want composite (laplace parts)", mech)
+	}
+	_, _, err = queryAll(ctx, a, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, noise = 'gaussian') COUNT(*) AS n FROM patients`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner.QueryRow(`SELECT mechanism FROM dp_ledger ORDER BY id DESC LIMIT 1`).Scan(&mech)
 	if mech != mechanism.KindGaussian {
-		t.Errorf("no GROUP BY: mechanism %s, want gaussian", mech)
+		t.Errorf("no GROUP BY, noise = 'gaussian': mechanism %s, want gaussian", mech)
 	}
 }
 
