@@ -138,7 +138,7 @@ same file. New here? Run "dpsql demo".
 	root.AddCommand(m.newProtectCmd(), m.newUnprotectCmd())
 	root.AddCommand(m.newInitCmd(), m.withRemote(m.newQueryCmd(), false), m.newBudgetCmd(), m.newAuditCmd(),
 		m.withRemote(m.newShellCmd(), true), m.newDemoCmd(), m.newImportCmd(), m.newExportCmd(), m.newVersionCmd())
-	root.AddCommand(m.newServeCmd(), m.newAnalystCmd())
+	root.AddCommand(m.newServeCmd(), m.newAnalystCmd(), m.newExplainCmd())
 	return root
 }
 
