@@ -57,22 +57,44 @@ type QueryResponse struct {
 
 // Charge is what a DP statement spent, from its committed ledger row.
 type Charge struct {
-	LedgerID    int64   `json:"ledger_id"`
-	Mu          float64 `json:"mu"`           // this statement's mu (GDP)
-	MuSpent     float64 `json:"mu_spent"`     // the scope's spend after it
-	MuRemaining float64 `json:"mu_remaining"` // the largest mu a further statement may spend
-	Epsilon     float64 `json:"epsilon"`      // the scope's epsilon spent at its delta
-	Delta       float64 `json:"delta"`
+	LedgerID    int64 `json:"ledger_id"`
+	Mu          Float `json:"mu"`           // this statement's mu (GDP); +Inf (null) for Laplace noise, which has no finite mu
+	MuSpent     Float `json:"mu_spent"`     // the scope's spend after it (+Inf once it holds a Laplace charge)
+	MuRemaining Float `json:"mu_remaining"` // the largest mu a further statement may spend
+	Epsilon     Float `json:"epsilon"`      // the scope's epsilon spent at its delta
+	Delta       Float `json:"delta"`
+}
+
+// Float is a float64 whose JSON form is a number, or null for +Inf (a
+// figure that has no finite value: the mu of Laplace noise) and NaN; null
+// reads back as +Inf. encoding/json cannot write infinities.
+type Float float64
+
+// MarshalJSON implements json.Marshaler.
+func (f Float) MarshalJSON() ([]byte, error) {
+	if math.IsInf(float64(f), 0) || math.IsNaN(float64(f)) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(f))
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (f *Float) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*f = Float(math.Inf(1))
+		return nil
+	}
+	return json.Unmarshal(b, (*float64)(f))
 }
 
 // BudgetResponse is the answer of GET /v1/budget: the account's scope.
 type BudgetResponse struct {
 	Account       string   `json:"account"`
 	Scope         string   `json:"scope"`
-	MuBudget      float64  `json:"mu_budget"`
-	MuSpent       float64  `json:"mu_spent"`
-	MuRemaining   float64  `json:"mu_remaining"`
-	EpsilonSpent  float64  `json:"epsilon_spent"`
+	MuBudget      Float    `json:"mu_budget"`
+	MuSpent       Float    `json:"mu_spent"`
+	MuRemaining   Float    `json:"mu_remaining"`
+	EpsilonSpent  Float    `json:"epsilon_spent"`
 	EpsilonBudget *float64 `json:"epsilon_budget,omitempty"`
 	Delta         float64  `json:"delta"`
 	Entries       int64    `json:"entries"`
@@ -80,12 +102,12 @@ type BudgetResponse struct {
 
 // LedgerEntry is one ledger row of the account's scope.
 type LedgerEntry struct {
-	ID        int64   `json:"id"`
-	At        string  `json:"at"`
-	Kind      string  `json:"kind"` // charge or budget
-	Mechanism string  `json:"mechanism"`
-	Mu        float64 `json:"mu"`
-	Query     string  `json:"query,omitempty"`
+	ID        int64  `json:"id"`
+	At        string `json:"at"`
+	Kind      string `json:"kind"` // charge or budget
+	Mechanism string `json:"mechanism"`
+	Mu        Float  `json:"mu"` // null (+Inf) for a charge with Laplace noise
+	Query     string `json:"query,omitempty"`
 }
 
 // LedgerResponse is the answer of GET /v1/ledger.
@@ -196,7 +218,8 @@ func (s *Server) runDP(ctx context.Context, a *Account, q string) (*QueryRespons
 		return nil, err
 	}
 	rc := res.Receipt
-	resp := &QueryResponse{Columns: res.Columns, Rows: res.Rows, Charge: &Charge{LedgerID: rc.ID, Mu: rc.Mu, MuSpent: rc.MuSpent, MuRemaining: rc.MuRemaining, Epsilon: rc.Epsilon, Delta: rc.Delta}}
+	resp := &QueryResponse{Columns: res.Columns, Rows: res.Rows, Charge: &Charge{LedgerID: rc.ID, Mu: Float(rc.Mu), MuSpent: Float(rc.MuSpent),
+		MuRemaining: Float(rc.MuRemaining), Epsilon: Float(rc.Epsilon), Delta: Float(rc.Delta)}}
 	if len(resp.Rows) > s.cfg.MaxRows {
 		resp.Rows, resp.Truncated = resp.Rows[:s.cfg.MaxRows], true
 	}
@@ -300,8 +323,8 @@ func (s *Server) budget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, CodeInternal, err.Error())
 		return
 	}
-	resp := BudgetResponse{Account: a.Name, Scope: a.Scope, MuBudget: st.MuBudget, MuSpent: st.MuSpent, MuRemaining: st.MuRemaining,
-		EpsilonSpent: st.EpsilonSpent, Delta: st.Delta, Entries: st.Entries}
+	resp := BudgetResponse{Account: a.Name, Scope: a.Scope, MuBudget: Float(st.MuBudget), MuSpent: Float(st.MuSpent), MuRemaining: Float(st.MuRemaining),
+		EpsilonSpent: Float(st.EpsilonSpent), Delta: st.Delta, Entries: st.Entries}
 	if st.EpsilonBudget.Valid {
 		resp.EpsilonBudget = &st.EpsilonBudget.Float64
 	}
@@ -334,9 +357,17 @@ func (s *Server) ledgerEntries(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Never an empty 200: say what could not be written.
+		status = http.StatusInternalServerError
+		var e ErrorBody
+		e.Error.Code, e.Error.Message = CodeInternal, "the answer could not be written as JSON: "+err.Error()
+		b, _ = json.Marshal(e)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {

@@ -98,6 +98,25 @@ func TestBrowser(t *testing.T) {
 	if c.charges(t, "a") != 1 {
 		t.Errorf("%d charges, want 1", c.charges(t, "a"))
 	}
+
+	// An (epsilon, delta) statement takes Laplace noise (no finite mu) and,
+	// with OPTIONS confidence, shows each interval beside its value.
+	const laplace = `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5, delta = 1e-6, confidence = 0.95) COUNT(*) AS n FROM patients`
+	err = chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.ID("sql"), laplace),
+		chromedp.Click(chromedp.ID("run")),
+		chromedp.WaitVisible(chromedp.CSS("#result td.interval")),
+		chromedp.Poll[chromedp.Void](`document.getElementById("budget-text").textContent.includes("2 charges")`),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heads := text(ctx, t, chromedp.Evaluate[string](`[...document.querySelectorAll("#result th")].map(h => h.textContent + (h.className ? "*" : "")).join(",")`))
+	charge = text(ctx, t, chromedp.Text(chromedp.ID("charge")))
+	budget := text(ctx, t, chromedp.Text(chromedp.ID("budget-text")))
+	if heads != "n,n_lo*,n_hi*" || !strings.Contains(charge, "charged Laplace noise") || !strings.Contains(budget, "no finite mu") {
+		t.Errorf("Laplace statement: columns %q, charge %q, budget %q", heads, charge, budget)
+	}
 }
 
 // text runs a browser action that reads a string.

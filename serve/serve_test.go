@@ -27,7 +27,7 @@ func TestScopesAreSeparate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Charge == nil || math.Abs(res.Charge.Mu-0.6) > 1e-9 || len(res.Rows) != 1 || res.Columns[0] != "n" {
+	if res.Charge == nil || math.Abs(float64(res.Charge.Mu)-0.6) > 1e-9 || len(res.Rows) != 1 || res.Columns[0] != "n" {
 		t.Fatalf("alice's DP count: %+v", res)
 	}
 	if c.charges(t, "a") != 1 || c.charges(t, "b") != 0 {
@@ -41,7 +41,7 @@ func TestScopesAreSeparate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ba.Scope != "a" || ba.Account != "alice" || math.Abs(ba.MuSpent-0.6) > 1e-9 || bb.Scope != "b" || bb.MuSpent != 0 || bb.MuRemaining < 0.999 {
+	if ba.Scope != "a" || ba.Account != "alice" || math.Abs(float64(ba.MuSpent)-0.6) > 1e-9 || bb.Scope != "b" || bb.MuSpent != 0 || bb.MuRemaining < 0.999 {
 		t.Fatalf("budgets: alice %+v, bob %+v", ba, bb)
 	}
 	lb, err := cb.Ledger(ctx)

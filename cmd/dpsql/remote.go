@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -220,7 +221,7 @@ func (m *Main) remoteShell(c *cobra.Command, cl *serve.Client, format string) er
 					break
 				}
 				if err := p.Print([]string{"account", "scope", "mu_budget", "mu_spent", "mu_remaining", "epsilon_spent", "delta", "entries"},
-					[][]any{{b.Account, b.Scope, b.MuBudget, b.MuSpent, b.MuRemaining, b.EpsilonSpent, b.Delta, b.Entries}}); err != nil {
+					[][]any{{b.Account, b.Scope, float64(b.MuBudget), float64(b.MuSpent), float64(b.MuRemaining), float64(b.EpsilonSpent), b.Delta, b.Entries}}); err != nil {
 					fail(err)
 				}
 			case ".audit":
@@ -231,7 +232,7 @@ func (m *Main) remoteShell(c *cobra.Command, cl *serve.Client, format string) er
 				}
 				rows := make([][]any, 0, len(l.Entries))
 				for _, e := range l.Entries {
-					rows = append(rows, []any{e.ID, shortTime(e.At), e.Kind, e.Mechanism, e.Mu, e.Query})
+					rows = append(rows, []any{e.ID, shortTime(e.At), e.Kind, e.Mechanism, float64(e.Mu), e.Query})
 				}
 				if err := p.Print([]string{"id", "at", "kind", "mechanism", "mu", "query"}, rows); err != nil {
 					fail(err)
@@ -269,7 +270,11 @@ func (m *Main) remoteShell(c *cobra.Command, cl *serve.Client, format string) er
 		}
 		err = remoteExec(sctx, cl, text, newPrinter(out, format), func(ch *serve.Charge) {
 			if interactive {
-				fmt.Fprintf(errw, "(charged mu %.4g; mu remaining %.4g)\n", ch.Mu, ch.MuRemaining)
+				if !math.IsInf(float64(ch.Mu), 0) {
+					fmt.Fprintf(errw, "(charged mu %.4g; mu remaining %.4g)\n", ch.Mu, ch.MuRemaining)
+				} else {
+					fmt.Fprintf(errw, "(charged Laplace noise; the scope has spent epsilon %.4g at delta %.3g)\n", ch.Epsilon, ch.Delta)
+				}
 			}
 		})
 		stop()
