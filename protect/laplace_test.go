@@ -68,8 +68,10 @@ func TestNoiseOptionRefusals(t *testing.T) {
 // within 1% of it.
 func TestLaplaceCharge(t *testing.T) {
 	e, db := testDB(t, 20, Policy{PrivacyUnit: "pid", MaxGroups: 4, MaxRows: 2}, func(ins func(pid, g, x any)) {
-		for i := range 4000 {
-			ins(i%1000, []string{"a", "b", "c", "d"}[i%4], float64(i%50))
+		// 500 persons per group: far above the Laplace selection's threshold
+		// (about 180 persons here; with 250 a group was dropped now and then).
+		for i := range 8000 {
+			ins(i%2000, []string{"a", "b", "c", "d"}[i%4], float64(i%50))
 		}
 	})
 	ctx := context.Background()
