@@ -264,3 +264,19 @@ func TestRequestChecks(t *testing.T) {
 }
 
 var _ = release.Grid
+
+// A Laplace value alone at a large delta uses it: the accountant certifies
+// Laplace of epsilon0 = epsilon - 2 log(1 - delta) at (epsilon, delta) (the
+// profile 1 - e^((eps - eps0)/2)), and the plan finds it to 2^-10.
+func TestLaplaceUsesSpareDelta(t *testing.T) {
+	for _, tc := range []struct{ eps, delta float64 }{{0.1, 0.1}, {1, 0.01}, {0.5, 1e-5}} {
+		p, err := Make(Request{Values: []Value{{Name: "n", Rows: 1, Bound: 1, Weight: 1}}, MaxGroups: 1, Epsilon: tc.eps, Delta: tc.delta, Noise: Laplace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := tc.eps - 2*math.Log1p(-tc.delta)
+		if got := p.Values[0].Epsilon; got > want || got < want*(1-0x1p-9)-3*step {
+			t.Errorf("%+v: epsilon %v, want about %v", tc, got, want)
+		}
+	}
+}

@@ -192,14 +192,18 @@ func (r *Request) laplace() (*Plan, error) {
 	}
 	lo, hi := t, t
 	if ok {
-		// With a delta to spare (an explicit small selection_delta, many
-		// values) the accountant may certify more than pure composition.
+		// With a delta to spare (no selection, an explicit small
+		// selection_delta, many values) the accountant may certify more
+		// than pure composition: a single Laplace value at delta certifies
+		// epsilon - 2 log(1 - delta). Bracket upwards: 1 + 2^-6, then
+		// doublings.
 		hi = t * (1 + 0x1p-6)
-		if p, ok, err := fits(hi); err == nil && ok {
-			best, lo, hi = p, hi, hi*(1+0x1p-3)
-			if p, ok, err := fits(hi); err == nil && ok {
-				best, lo, hi = p, hi, hi*(1+0x1p-1)
+		for range 40 {
+			p, ok, err := fits(hi)
+			if err != nil || !ok {
+				break
 			}
+			best, lo, hi = p, hi, 2*hi
 		}
 	} else {
 		for range 16 {
