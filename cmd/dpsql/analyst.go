@@ -30,8 +30,9 @@ func (m *Main) newAnalystAddCmd() *cobra.Command {
 		Long: `Create the account NAME, charging SCOPE, and print its bearer token on standard
 output. The token is shown this once and not stored: give it to the analyst
 over a private channel. When standard output is a file, the file is first made
-readable by you only. The scope must exist (dpsql init DB --scope SCOPE).`,
-		Example: `  dpsql analyst add clinic.db alice --scope alice > alice.token`,
+readable by you only; create it so (umask 077, as in the example) to leave no
+moment in which another user could open it. The scope must exist (dpsql init DB --scope SCOPE).`,
+		Example: `  (umask 077; dpsql analyst add clinic.db alice --scope alice > alice.token)`,
 		Args:    nargs("DB", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if scope == "" {
