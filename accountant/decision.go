@@ -383,7 +383,7 @@ func tooLarge(b Budget, muBefore float64, prior Spend, m mechanism.Mechanism) *B
 			if mu := part.GDPMu(); mu > b.Mu*(1+tolerance) {
 				return &BudgetError{Scope: b.Scope, Spent: muBefore, Need: mu, Budget: b.Mu, AfterWouldBe: math.Hypot(muBefore, mu), Unit: "mu", Mechanism: m.Kind, Alone: true}
 			}
-		case mechanism.KindLaplace:
+		case mechanism.KindLaplace, mechanism.KindLaplaceInf:
 			eb := b.epsilonBudget()
 			e0 := part.Epsilon * part.StepsOrOne()
 			if e0+2*math.Log1p(-b.Delta) > eb*(1+1e-9)+1e-9 {

@@ -1,6 +1,7 @@
 package pld
 
 import (
+	"errors"
 	"fmt"
 	"math"
 )
@@ -23,23 +24,32 @@ import (
 // event and 0 on the first in one direction, -log(1-p) <= -log(1-delta) in
 // the other; both are dominated by -log(1-delta) with mass 1-delta plus delta
 // at +infinity, and composing that with the Laplace PLD shifts it up by
-// -log(1-delta) (rounded up to whole grid steps) and adds delta at +infinity.
+// -log(1-delta) and adds delta at +infinity: the curve delta_L(eps - s) +
+// delta, discretised by connect the dots.
 func (c Config) LaplaceInf(epsilon, delta float64) (*PLD, error) {
 	if !(delta > 0 && delta < 1) {
 		return nil, fmt.Errorf("pld: laplace with mass at infinity needs delta in (0, 1), got %v", delta)
 	}
-	l, err := c.Laplace(epsilon, 1)
+	if !finitePos(epsilon) {
+		return nil, fmt.Errorf("pld: laplace needs a positive finite epsilon, got %v", epsilon)
+	}
+	c, err := c.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	shift := int(math.Ceil(-math.Log1p(-delta) / l.h))
-	out := &PLD{h: l.h, tail: l.tail, maxBins: l.maxBins, rem: l.rem.clone()}
-	out.rem.lo += shift
-	out.rem.inf += delta
-	if l.add != nil {
-		out.add = l.add.clone()
-		out.add.lo += shift
-		out.add.inf += delta
+	// The shift is discretised by connect the dots (see GaussianMuInf):
+	// rounding it up to a whole grid step cost a step of epsilon per entry.
+	sc := shiftCurve{c: laplaceCurve{epsilon}, s: -math.Log1p(-delta) * (1 + 4*unitRoundoff), inf: delta}
+	for h := c.Interval; ; h *= 2 {
+		rem, err := build(sc, laplaceCurve{epsilon}, h, c.Tail, c.MaxBins)
+		var wide errTooWide
+		if errors.As(err, &wide) && h < 1 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		p := &PLD{h: h, tail: c.Tail, maxBins: c.MaxBins, rem: rem}
+		return p, p.trim()
 	}
-	return out, nil
 }
