@@ -101,6 +101,9 @@ func (e *Engine) Query(ctx context.Context, scope, query string) (*Result, error
 	if err != nil {
 		return nil, err
 	}
+	if pl.stmt.Explain { // EXPLAIN SELECT WITH DIFFERENTIAL_PRIVACY: the plan, nothing read or charged
+		return &Result{Columns: ExplainColumns, Rows: pl.explain()}, nil
+	}
 	rc, err := e.charge(ctx, scope, query, pl)
 	if err != nil {
 		return nil, err

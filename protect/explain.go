@@ -22,6 +22,8 @@ var ExplainColumns = []string{"part", "name", "noise", "scale", "epsilon", "mu",
 // (the value or values it reads, its expected error and the half-width of
 // its interval, at OPTIONS confidence or else 95%). It reads no protected
 // row and charges nothing; a statement it accepts is one Query accepts.
+// The statement may start with EXPLAIN, and Query given EXPLAIN SELECT WITH
+// DIFFERENTIAL_PRIVACY ... answers as Explain does.
 func (e *Engine) Explain(ctx context.Context, scope, query string) (*Result, error) {
 	conn, err := e.meta.Conn(ctx)
 	if err != nil {

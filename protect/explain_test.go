@@ -79,3 +79,24 @@ func TestExplain(t *testing.T) {
 		t.Errorf("EXPLAIN of a bad statement: %v", err)
 	}
 }
+
+// EXPLAIN SELECT WITH DIFFERENTIAL_PRIVACY through Query (what an analyst
+// connection and the service run) answers the plan and charges nothing.
+func TestExplainThroughQuery(t *testing.T) {
+	e, db := testDB(t, 10, Policy{PrivacyUnit: "pid"}, func(ins func(pid, g, x any)) {
+		for i := range 100 {
+			ins(i, "a", 1.0)
+		}
+	})
+	before := chargeRows(t, db)
+	res, err := e.Query(context.Background(), "default", `EXPLAIN SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.5) g, COUNT(*) AS n FROM t GROUP BY g`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Columns) != len(ExplainColumns) || res.Columns[0] != "part" || len(res.Rows) != 3 || res.Receipt.ID != 0 {
+		t.Errorf("EXPLAIN through Query: %v %v receipt %+v", res.Columns, res.Rows, res.Receipt)
+	}
+	if n := chargeRows(t, db); n != before {
+		t.Errorf("EXPLAIN charged %d rows", n-before)
+	}
+}

@@ -41,6 +41,11 @@ func TestLaplaceStatementAndIntervals(t *testing.T) {
 	if err != nil || len(l.Entries) != 2 || l.Entries[1].Mechanism != "composite" {
 		t.Fatalf("ledger %+v %v", l, err)
 	}
+	// EXPLAIN answers the plan and charges nothing.
+	ex, err := cl.Query(ctx, `EXPLAIN SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6) sex, COUNT(*) AS n FROM patients GROUP BY sex`)
+	if err != nil || ex.Charge != nil || len(ex.Columns) == 0 || ex.Columns[0] != "part" || c.charges(t, "a") != 1 {
+		t.Fatalf("EXPLAIN over the service: %+v, %v (%d charges)", ex, err, c.charges(t, "a"))
+	}
 	// The raw JSON carries the intervals under their names.
 	req, _ := http.NewRequest("POST", hs.URL+"/v1/query", strings.NewReader(`{"sql": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5, delta = 1e-6, confidence = 0.9) COUNT(*) AS n FROM patients"}`))
 	req.Header.Set("Authorization", "Bearer "+tok)

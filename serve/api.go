@@ -218,8 +218,11 @@ func (s *Server) runDP(ctx context.Context, a *Account, q string) (*QueryRespons
 		return nil, err
 	}
 	rc := res.Receipt
-	resp := &QueryResponse{Columns: res.Columns, Rows: res.Rows, Charge: &Charge{LedgerID: rc.ID, Mu: Float(rc.Mu), MuSpent: Float(rc.MuSpent),
-		MuRemaining: Float(rc.MuRemaining), Epsilon: Float(rc.Epsilon), Delta: Float(rc.Delta)}}
+	resp := &QueryResponse{Columns: res.Columns, Rows: res.Rows}
+	if rc.ID != 0 { // EXPLAIN charges nothing
+		resp.Charge = &Charge{LedgerID: rc.ID, Mu: Float(rc.Mu), MuSpent: Float(rc.MuSpent),
+			MuRemaining: Float(rc.MuRemaining), Epsilon: Float(rc.Epsilon), Delta: Float(rc.Delta)}
+	}
 	if len(resp.Rows) > s.cfg.MaxRows {
 		resp.Rows, resp.Truncated = resp.Rows[:s.cfg.MaxRows], true
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/dpsql/dpsql/protect"
 	"github.com/spf13/cobra"
@@ -43,7 +42,7 @@ epsilon for the accuracy they need. The statement may start with EXPLAIN.`,
 				return err
 			}
 			defer e.Release()
-			res, err := e.Explain(cmd.Context(), scope, stripExplain(args[1]))
+			res, err := e.Explain(cmd.Context(), scope, args[1])
 			if err != nil {
 				return err
 			}
@@ -54,13 +53,4 @@ epsilon for the accuracy they need. The statement may start with EXPLAIN.`,
 	cmd.Flags().StringP("scope", "s", "", `budget scope the statement would charge (default "default")`)
 	configured(cmd, "format", "scope")
 	return cmd
-}
-
-// stripExplain removes a leading EXPLAIN keyword.
-func stripExplain(q string) string {
-	t := strings.TrimSpace(q)
-	if len(t) > 7 && strings.EqualFold(t[:7], "EXPLAIN") && (t[7] == ' ' || t[7] == '\t' || t[7] == '\n' || t[7] == '\r') {
-		return t[8:]
-	}
-	return q
 }

@@ -35,6 +35,15 @@ func TestExplainCommand(t *testing.T) {
 	if out := mustRun(t, "query", db, "SELECT count(*) AS n FROM dp_ledger WHERE kind = 'charge'", "-f", "csv"); out != "n\n0\n" {
 		t.Errorf("explain charged: %q", out)
 	}
+	// EXPLAIN in an analyst's statements (split like any other) answers
+	// the plan and charges nothing; the statement after it runs.
+	out = mustRun(t, "query", "--analyst", db, "EXPLAIN "+q+"; "+q, "-f", "csv")
+	if !strings.HasPrefix(out, "part,name,noise,") || !strings.Contains(out, "\nsex,n,mean_bmi\n") {
+		t.Errorf("EXPLAIN then the statement: %q", out)
+	}
+	if out := mustRun(t, "query", db, "SELECT count(*) AS n FROM dp_ledger WHERE kind = 'charge'", "-f", "csv"); out != "n\n1\n" {
+		t.Errorf("EXPLAIN and the statement charged: %q, want the statement's one charge", out)
+	}
 	mustFail(t, 1, "needs bounds", "explain", db, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) SUM(age) FROM patients`)
 	mustFail(t, 2, "", "explain", db)
 }

@@ -1,7 +1,7 @@
 // Package dpselect parses the one SELECT form analysts may run over a
 // protected table, BigQuery's differential-privacy syntax:
 //
-//	SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (name = number | 'string', ...)
+//	[EXPLAIN] SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (name = number | 'string', ...)
 //	       item, ...
 //	FROM table
 //	[WHERE expr]
@@ -29,6 +29,9 @@ import (
 
 // Statement is a parsed DP SELECT.
 type Statement struct {
+	// Explain: the statement was written EXPLAIN SELECT WITH
+	// DIFFERENTIAL_PRIVACY ...: its plan is asked for, not its rows.
+	Explain bool
 	Options []Option
 	Items   []Item
 	Table   string

@@ -23,7 +23,9 @@ const MaxLikePattern = 1000
 const maxDepth = 100
 
 // IsDP reports whether src is protected mode's to run: it starts (after
-// white space and comments) with SELECT WITH DIFFERENTIAL_PRIVACY, and its
+// white space and comments) with SELECT WITH DIFFERENTIAL_PRIVACY, or EXPLAIN
+// SELECT WITH DIFFERENTIAL_PRIVACY (its plan, which reads and charges
+// nothing: Statement.Explain), and its
 // tokens are ones this package reads (no parameter, no token SQLite would
 // refuse; otherwise SQLite gets it and names the bad token). It is the one
 // place that routes statements: the analyst connections' driver
@@ -33,10 +35,13 @@ const maxDepth = 100
 // recognised here once.
 func IsDP(src string) bool {
 	toks, err := lex(src)
-	if err != nil || len(toks) < 3 {
+	if err != nil {
 		return false
 	}
-	return toks[0].is("SELECT") && toks[1].is("WITH") && toks[2].is("DIFFERENTIAL_PRIVACY")
+	if len(toks) > 0 && toks[0].is("EXPLAIN") {
+		toks = toks[1:]
+	}
+	return len(toks) >= 3 && toks[0].is("SELECT") && toks[1].is("WITH") && toks[2].is("DIFFERENTIAL_PRIVACY")
 }
 
 func (t token) is(kw string) bool {
@@ -144,10 +149,11 @@ func Parse(src string) (*Statement, error) {
 		return nil, &SyntaxError{Msg: err.Error()}
 	}
 	p := &parser{toks: toks}
+	explain := p.kw("EXPLAIN")
 	if !(p.kw("SELECT") && p.kw("WITH") && p.kw("DIFFERENTIAL_PRIVACY")) {
 		return nil, ErrNotDP
 	}
-	st := &Statement{Limit: -1}
+	st := &Statement{Limit: -1, Explain: explain}
 	if err := p.options(st); err != nil {
 		return nil, err
 	}

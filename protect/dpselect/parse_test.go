@@ -103,3 +103,35 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// EXPLAIN before the DP form asks for its plan: IsDP routes it to protected
+// mode and Parse marks it; other EXPLAINs stay SQLite's.
+func TestExplainForm(t *testing.T) {
+	for _, tc := range []struct {
+		src     string
+		dp      bool
+		explain bool
+	}{
+		{`EXPLAIN SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) FROM t`, true, true},
+		{"/* why */ explain\n select with differential_privacy options (mu = 1) count(*) from t", true, true},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) FROM t`, true, false},
+		{`EXPLAIN QUERY PLAN SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) FROM t`, false, false},
+		{`EXPLAIN SELECT 1`, false, false},
+		{`EXPLAIN`, false, false},
+		{`"EXPLAIN" SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) FROM t`, false, false},
+	} {
+		if got := IsDP(tc.src); got != tc.dp {
+			t.Errorf("IsDP(%q) = %v, want %v", tc.src, got, tc.dp)
+		}
+		if !tc.dp {
+			continue
+		}
+		st, err := Parse(tc.src)
+		if err != nil || st.Explain != tc.explain {
+			t.Errorf("Parse(%q): explain %v, %v; want %v", tc.src, st != nil && st.Explain, err, tc.explain)
+		}
+	}
+	if _, err := Parse(`EXPLAIN EXPLAIN SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) FROM t`); err == nil {
+		t.Error("EXPLAIN EXPLAIN parsed")
+	}
+}
