@@ -253,11 +253,14 @@ func laplaceThreshold(l release.LaplaceGrid, ds float64, maxGroups int) float64 
 }
 
 // NormalQuantileUpper returns z with P(N(0,1) > z) <= p, the smallest such up
-// to rounding: erfcinv gives it, and z is nudged up until erfc confirms.
+// to rounding: erfcinv gives it, and z is nudged up until erfc confirms, by
+// steps that double from 10^-12 of z (so a few steps, not hundreds).
 func NormalQuantileUpper(p float64) float64 {
 	z := math.Sqrt2 * math.Erfcinv(2*p)
+	step := 1e-12 * math.Abs(z)
 	for 0.5*math.Erfc(z/math.Sqrt2) > p {
-		z = math.Nextafter(z, math.Inf(1)) + 1e-12*math.Abs(z)
+		z = math.Nextafter(z, math.Inf(1)) + step
+		step *= 2
 	}
 	return z
 }
