@@ -112,7 +112,11 @@ func (m *Main) runCommand(fs *flag.FlagSet, args []string, hint string, run func
 	}
 	initBeam()
 	m.defaultWorkerBinary()
-	sum, err := run(name + " " + strings.Join(args, " "))
+	err := checkRunner()
+	var sum any
+	if err == nil {
+		sum, err = run(name + " " + strings.Join(args, " "))
+	}
 	if err != nil {
 		var u usageError
 		fmt.Fprintf(m.Stderr, "%s: %v\n", name, err)

@@ -171,6 +171,19 @@ func beamFlags(fs *flag.FlagSet) {
 	})
 }
 
+// checkRunner refuses, before anything is charged, a portable runner
+// without the job server's address (the SDK would say so only when the job
+// is submitted, after the charge).
+func checkRunner() error {
+	switch strings.ToLower(*runners.Runner) {
+	case "universal", "portable", "portablerunner":
+		if *jobopts.Endpoint == "" {
+			return usagef("--runner=%s needs --endpoint=HOST:PORT, the job server's address", *runners.Runner)
+		}
+	}
+	return nil
+}
+
 // defaultWorkerBinary makes the running binary the workers' binary when the
 // runner starts workers of its own (not prism in-process, not LOOPBACK) and
 // --worker_binary is not given. Left alone, the Go SDK would compile the

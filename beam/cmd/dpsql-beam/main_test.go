@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -87,5 +88,20 @@ func TestCheckStagedWorker(t *testing.T) {
 	}
 	if err := checkStagedWorker(nil, self); err == nil {
 		t.Fatal("a job without a staged binary was served")
+	}
+}
+
+// TestUniversalRunnerNeedsEndpoint: a portable runner without the job
+// server's address is refused before the charge (the SDK says so only at
+// submission, after it).
+func TestUniversalRunnerNeedsEndpoint(t *testing.T) {
+	t.Cleanup(func() { *runners.Runner = "" }) // Beam's flags are the process's
+	path, db := visitsSchema(t, t.TempDir(), 5, 1e-5)
+	code, _, errs := run(t, nil, "aggregate", "--db", path, "--into", "rel", "--query", wardQuery, "--runner=universal")
+	if code != 2 || !strings.Contains(errs, "needs --endpoint") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if n := len(ledgerRows(t, db)); n != 0 {
+		t.Fatalf("%d charges for a job that could not be submitted", n)
 	}
 }
