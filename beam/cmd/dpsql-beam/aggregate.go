@@ -106,7 +106,7 @@ func (m *Main) aggregate(ctx context.Context, c *aggregateConfig) (aggregateSumm
 	} else if exists {
 		return sum, usagef("table %q already exists; releases never overwrite, choose another --into", c.into)
 	}
-	opts := pipeline.AggregateOptions{DB: c.db, Parts: c.parts, StagingParts: c.stagingParts}
+	opts := pipeline.AggregateOptions{DB: absPath(c.db), Parts: c.parts, StagingParts: c.stagingParts}
 	if c.csvFiles != "" && c.parquetFiles != "" {
 		return sum, usagef("give --csv or --parquet, not both")
 	}
@@ -226,13 +226,13 @@ func checkInto(into string) error {
 // files can be imported with it) and a function that removes it.
 func jobStaging(ctx context.Context, db, under, job string) (string, func(), error) {
 	if under == "" {
-		dir, err := os.MkdirTemp(filepath.Dir(db), ".dpsql-beam-"+job+"-")
+		dir, err := os.MkdirTemp(filepath.Dir(absPath(db)), ".dpsql-beam-"+job+"-")
 		if err != nil {
 			return "", nil, err
 		}
 		return dir, func() { os.RemoveAll(dir) }, nil
 	}
-	dir := strings.TrimRight(under, "/") + "/dpsql-beam-" + job
+	dir := strings.TrimRight(absPath(under), "/") + "/dpsql-beam-" + job
 	return dir, func() {
 		pipeline.RemoveStaging(context.WithoutCancel(ctx), dir)
 		if !strings.Contains(dir, "://") {

@@ -12,6 +12,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -46,12 +47,30 @@ type avgmixConfig struct {
 	command            string
 }
 
-// listFlag splits a comma-separated list of paths.
+// listFlag splits a comma-separated list of paths, making local paths
+// absolute: workers run in directories of their own, so a path relative to
+// the driver's would name another file there (or none).
 func listFlag(s string) []string {
 	if s == "" {
 		return nil
 	}
-	return strings.Split(s, ",")
+	paths := strings.Split(s, ",")
+	for i, p := range paths {
+		paths[i] = absPath(p)
+	}
+	return paths
+}
+
+// absPath makes a local path absolute; URLs of Beam filesystems (gs://...)
+// stay as they are.
+func absPath(p string) string {
+	if p == "" || strings.Contains(p, "://") {
+		return p
+	}
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 func (m *Main) runAvgmix(ctx context.Context, args []string) int {
@@ -157,7 +176,7 @@ func (c *avgmixConfig) source() error {
 			return usagef("--labels is for --npy shards; CSV shards hold their labels in a column (--label-column)")
 		}
 	default:
-		c.src.Format, c.src.DB, c.src.Table = pipeline.SQLite, c.db, c.table
+		c.src.Format, c.src.DB, c.src.Table = pipeline.SQLite, absPath(c.db), c.table
 		if c.labels != "" {
 			return usagef("--labels is for --npy shards; a table holds its labels in a column (--label-col)")
 		}

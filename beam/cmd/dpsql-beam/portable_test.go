@@ -120,7 +120,8 @@ func asWorkerUser(t *testing.T) []string {
 		}
 		t.Skip("setpriv (util-linux) is missing: the portable tests need it to start the workers as another user")
 	}
-	return []string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}
+	// --pdeathsig: a test binary that dies (a timeout) takes its servers along.
+	return []string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--pdeathsig=KILL"}
 }
 
 // startPortable starts prism and a worker pool as another user, stopped at
@@ -145,7 +146,7 @@ func startPortable(t *testing.T) *portable {
 	start := func(name string, log *syncBuffer, pattern *regexp.Regexp, args ...string) string {
 		argv := append(append([]string(nil), prefix...), args...)
 		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Dir = shared
+		cmd.Dir = "/" // not the driver's directory: relative paths must not reach the workers
 		cmd.Env = []string{"HOME=/nonexistent", "PATH=/usr/bin:/bin", "TMPDIR=/tmp"}
 		cmd.Stdout, cmd.Stderr = log, log
 		if err := cmd.Start(); err != nil {
@@ -191,11 +192,14 @@ func (p *portable) environments() map[string][]string {
 // submitting to the job server with environment env.
 func (p *portable) drive(t *testing.T, env string, args ...string) (int, string, string) {
 	t.Helper()
-	args = append(args, "--runner=universal", "--endpoint="+p.endpoint, "--staging="+filepath.Join(p.shared, "staging"))
+	// The driver runs in the shared directory and names the staging
+	// directory relative to it, as the avgmix test names its shards.
+	args = append(args, "--runner=universal", "--endpoint="+p.endpoint, "--staging=staging")
 	args = append(args, p.environments()[env]...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, portableBins.dpbeam, args...)
+	cmd.Dir = p.shared
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -254,7 +258,15 @@ func TestPortableAvgmix(t *testing.T) {
 		t.Run(env, func(t *testing.T) {
 			into := "rel_" + strings.ToLower(env)
 			path, db = initDB(t, 10)
-			code, out, errs := p.drive(t, env, args(into)...)
+			// The shards by names relative to the driver's directory,
+			// which the workers do not share.
+			a := args(into)
+			for i := range a {
+				if a[i] == "--csv" {
+					a[i+1] = "train-0.csv,train-1.csv"
+				}
+			}
+			code, out, errs := p.drive(t, env, a...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errs)
 			}

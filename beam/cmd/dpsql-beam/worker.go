@@ -106,18 +106,14 @@ func boot(args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("the job's pipeline options: %w", err)
 	}
-	f, err := os.CreateTemp(*semi, "dpsql-beam-options-*.json")
-	if err != nil {
-		return err
+	// The options go on the command line (Beam's boot loader writes a file,
+	// which a process that replaces itself could not remove).
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PIPELINE_OPTIONS_FILE=") {
+			env = append(env, kv)
+		}
 	}
-	if _, err := f.WriteString(opts); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	env := append(os.Environ(), "PIPELINE_OPTIONS_FILE="+f.Name())
 	if u := info.GetStatusEndpoint().GetUrl(); u != "" {
 		env = append(env, "STATUS_ENDPOINT="+u)
 	}
@@ -125,7 +121,7 @@ func boot(args []string, stderr io.Writer) error {
 		env = append(env, "RUNNER_CAPABILITIES="+strings.Join(c, " "))
 	}
 	argv := []string{self, "--worker=true", "--id=" + wid, "--logging_endpoint=" + *logging,
-		"--control_endpoint=" + *control, "--semi_persist_dir=" + *semi}
+		"--control_endpoint=" + *control, "--semi_persist_dir=" + *semi, "--options=" + opts}
 	return syscall.Exec(self, argv, env)
 }
 
