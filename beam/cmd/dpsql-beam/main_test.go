@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
 	"google.golang.org/protobuf/proto"
 )
@@ -95,7 +96,11 @@ func TestCheckStagedWorker(t *testing.T) {
 // server's address is refused before the charge (the SDK says so only at
 // submission, after it).
 func TestUniversalRunnerNeedsEndpoint(t *testing.T) {
-	t.Cleanup(func() { *runners.Runner = "" }) // Beam's flags are the process's
+	// Beam's flags are the process's: the in-process prism runner of an
+	// earlier test left its own address in --endpoint.
+	endpoint := *jobopts.Endpoint
+	*jobopts.Endpoint = ""
+	t.Cleanup(func() { *runners.Runner, *jobopts.Endpoint = "", endpoint })
 	path, db := visitsSchema(t, t.TempDir(), 5, 1e-5)
 	code, _, errs := run(t, nil, "aggregate", "--db", path, "--into", "rel", "--query", wardQuery, "--runner=universal")
 	if code != 2 || !strings.Contains(errs, "needs --endpoint") {
