@@ -16,6 +16,9 @@ import (
 //
 //	work(statement) <= rows read x (rowWork + sort)
 //
+// (rowWork counts WHERE once per pass over the table: once, and once more
+// for each MEDIAN, whose histogram is a query of its own.)
+//
 // where rowWork, computed from the statement and the policy alone, bounds
 // the work of WHERE and of the per-row value expressions in units of about
 // a nanosecond (one byte compared, copied or converted; SQLite's two-argument
@@ -108,6 +111,15 @@ func (pl *plan) boundRowWork() error {
 		if rc.err != nil {
 			return rc.err
 		}
+		// Each MEDIAN's histogram is a query of its own, which evaluates
+		// WHERE again for every row.
+		passes := 1.0
+		for _, a := range pl.aggs {
+			if a.kind == dpselect.Median {
+				passes++
+			}
+		}
+		work *= passes
 	}
 	work += 64 * float64(len(pl.aggs)) // per aggregate: a value's guard, clamp and fixed point on a number
 	pl.rowWork = work

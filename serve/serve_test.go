@@ -296,6 +296,7 @@ func TestBadRequests(t *testing.T) {
 		{"two objects", "application/json", `{"sql": "SELECT 1"} {"sql": "SELECT 2"}`, 400, serve.CodeBadRequest, "more than one"},
 		{"key twice (issue 22)", "application/json", `{"sql": "SELECT 1", "sql": "` + dp + `"}`, 400, serve.CodeBadRequest, "appears twice"},
 		{"key in two cases (issue 22)", "application/json", `{"sql": "SELECT 1", "SQL": "` + dp + `"}`, 400, serve.CodeBadRequest, "differ only in case"},
+		{"key in two Unicode cases", "application/json", `{"sql": "SELECT 1", "ſql": "` + dp + `"}`, 400, serve.CodeBadRequest, "differ only in case"},
 		{"empty sql", "application/json", `{"sql": "  "}`, 400, serve.CodeBadRequest, "empty"},
 		{"only a comment", "application/json", `{"sql": "-- nothing"}`, 400, serve.CodeBadRequest, "only comments"},
 		{"form post", "application/x-www-form-urlencoded", `sql=SELECT+1`, 400, serve.CodeBadRequest, "application/json"},

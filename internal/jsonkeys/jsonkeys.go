@@ -12,10 +12,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
 )
 
 // Check returns an error if data is not one JSON value, or if any of its
-// objects, at any depth, has two keys equal or equal but for case.
+// objects, at any depth, has two keys equal or equal but for case, under
+// Unicode's simple case folding as encoding/json matches names ("ſql" and
+// "K" with the Kelvin sign match "sql" and "k").
 func Check(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -53,13 +56,13 @@ func value(dec *json.Decoder) error {
 				return err
 			}
 			key := k.(string)
-			if prev, ok := seen[strings.ToLower(key)]; ok {
+			if prev, ok := seen[fold(key)]; ok {
 				if prev == key {
 					return fmt.Errorf("the key %q appears twice in one JSON object: give each key once", key)
 				}
 				return fmt.Errorf("the keys %q and %q differ only in case in one JSON object: give each key once, in lower case", prev, key)
 			}
-			seen[strings.ToLower(key)] = key
+			seen[fold(key)] = key
 			if err := value(dec); err != nil {
 				return err
 			}
@@ -67,4 +70,19 @@ func value(dec *json.Decoder) error {
 	}
 	_, err = dec.Token() // the closing delimiter
 	return err
+}
+
+// fold maps each rune of s to the least rune of its simple case-folding
+// orbit, so that two strings fold alike exactly when strings.EqualFold (and
+// encoding/json's name matching) finds them equal.
+func fold(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		m := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			m = min(m, f)
+		}
+		b.WriteRune(m)
+	}
+	return b.String()
 }
