@@ -30,10 +30,13 @@ import (
 //
 //   - a literal has at most MaxLiteralBytes bytes, and a statement's
 //     literals (LIKE patterns included) at most MaxStatementLiteralBytes;
-//   - a column WHERE reads has at most its max_length bytes (the policy's, or
-//     DefaultMaxLength): a row whose value is longer is dropped (a public
-//     rule, like a NULL privacy unit), by a guard that reads the value's
-//     size and not the value, before anything else looks at it;
+//   - a column whose value WHERE passes to a function or an operator has at
+//     most its max_length bytes (the policy's, or DefaultMaxLength): a row
+//     whose value is longer is dropped (a public rule, like a NULL privacy
+//     unit), by a guard that reads the value's size and not the value,
+//     before anything else looks at it. A column only compared with literals
+//     (age >= 18, sex IN ('F', 'M'), x BETWEEN 1 AND 5, x IS NULL) needs no
+//     guard: the comparison's work is bounded by the literal's length;
 //   - every function and operator has a bound on its result's length in
 //     terms of its arguments' (lower(x) is as long as x, CASE as its longest
 //     branch, substr(x, a, n) at most 4n bytes), and a cost in terms of them:
@@ -97,7 +100,11 @@ type rowCost struct {
 	literals float64 // bytes of literals so far
 	worst    costed  // the costliest node's own work and length
 	worstAt  string  // that node, as SQL
-	err      error
+	// guarded are the columns (as WHERE names them, in order) whose value
+	// WHERE passes to a function or an operator, which see it only up to
+	// the column's max_length.
+	guarded []string
+	err     error
 }
 
 // boundRowWork checks a planned statement's literals and per-row work, and
@@ -127,16 +134,14 @@ func (pl *plan) boundRowWork() error {
 		return refusef("the statement may do about %.3g units of work per row (about a nanosecond each), over the limit of %d (protect.MaxRowWork): the costliest part is %s (%.3g units); use shorter literals or patterns, or compare substr(column, 1, n) instead of a whole column (see max_length in the policy)",
 			work, MaxRowWork, abbreviateSQL(rc.worstAt, 80), rc.worst.work)
 	}
-	// The guards, in the order of the table's columns as WHERE names them.
+	// The guards, in the order WHERE names the columns.
 	var guards []string
 	seen := map[string]bool{}
-	if pl.stmt.Where != nil {
-		dpselect.Walk(pl.stmt.Where, func(e dpselect.Expr) {
-			if c, ok := e.(*dpselect.Col); ok && !seen[strings.ToLower(c.Name)] {
-				seen[strings.ToLower(c.Name)] = true
-				guards = append(guards, fmt.Sprintf("(octet_length(%s) > %d) IS NOT 1", dpselect.QuoteIdent(c.Name), pl.policy.maxLength(c.Name)))
-			}
-		})
+	for _, c := range rc.guarded {
+		if !seen[strings.ToLower(c)] {
+			seen[strings.ToLower(c)] = true
+			guards = append(guards, fmt.Sprintf("(octet_length(%s) > %d) IS NOT 1", dpselect.QuoteIdent(c), pl.policy.maxLength(c)))
+		}
 	}
 	if len(guards) > 0 {
 		pl.where = strings.Join(guards, " AND ") + " AND " + pl.where
@@ -198,6 +203,7 @@ func (rc *rowCost) expr(e dpselect.Expr) costed {
 		}
 		return costed{float64(n), 1}
 	case *dpselect.Col:
+		rc.guarded = append(rc.guarded, e.Name)
 		n := float64(rc.pl.policy.maxLength(e.Name))
 		return rc.own(e, n, n) // reading the value
 	case *dpselect.Unary:
@@ -207,6 +213,9 @@ func (rc *rowCost) expr(e dpselect.Expr) costed {
 		}
 		return rc.own(e, numberBytes, x.length, x) // text becomes a number
 	case *dpselect.Binary:
+		if lit, ok := colVsLit(e.Op, e.L, e.R); ok {
+			return costed{1, 2 + 2*rc.expr(lit).length}
+		}
 		l, r := rc.expr(e.L), rc.expr(e.R)
 		switch e.Op {
 		case "AND", "OR":
@@ -216,12 +225,33 @@ func (rc *rowCost) expr(e dpselect.Expr) costed {
 		}
 		return rc.own(e, 1, l.length+r.length, l, r) // a comparison: converted, then compared
 	case *dpselect.IsNull:
+		if _, ok := e.X.(*dpselect.Col); ok {
+			return costed{1, 2} // the value's type, not the value
+		}
 		x := rc.expr(e.X)
 		return rc.own(e, 1, 0, x)
 	case *dpselect.Between:
+		loLit, ok1 := colVsLit(">=", e.X, e.Lo)
+		hiLit, ok2 := colVsLit("<=", e.X, e.Hi)
+		if ok1 && ok2 {
+			return costed{1, 3 + 2*rc.expr(loLit).length + 2*rc.expr(hiLit).length}
+		}
 		x, lo, hi := rc.expr(e.X), rc.expr(e.Lo), rc.expr(e.Hi)
 		return rc.own(e, 1, 2*x.length+lo.length+hi.length, x, x, lo, hi)
 	case *dpselect.In:
+		all := true
+		for _, it := range e.List {
+			if _, ok := colVsLit("=", e.X, it); !ok {
+				all = false
+			}
+		}
+		if all {
+			w := 1.0
+			for _, it := range e.List {
+				w += 1 + 2*rc.expr(it).length
+			}
+			return costed{1, w}
+		}
 		x := rc.expr(e.X)
 		kids := []costed{x}
 		own := 0.0
@@ -269,6 +299,27 @@ func (rc *rowCost) expr(e dpselect.Expr) costed {
 	}
 	rc.err = fmt.Errorf("protect: internal error, no cost for %T", e)
 	return costed{}
+}
+
+// colVsLit reports whether op (a comparison operator) compares a column
+// with a literal, and returns the literal. SQLite compares the column's value
+// as it is: the work is bounded by the literal's length (a comparison stops
+// at the shorter value; the column's affinity converts the literal), so the
+// column needs no guard. Reading the value, and RTRIM's skipping of its
+// trailing spaces, cost time in proportion to the row's stored size, as
+// reading any column does.
+func colVsLit(op string, a, b dpselect.Expr) (*dpselect.Lit, bool) {
+	switch op {
+	case "=", "<>", "<", "<=", ">", ">=", "IS", "IS NOT":
+	default:
+		return nil, false
+	}
+	if _, ok := a.(*dpselect.Col); !ok {
+		a, b = b, a
+	}
+	_, isCol := a.(*dpselect.Col)
+	lit, isLit := b.(*dpselect.Lit)
+	return lit, isCol && isLit
 }
 
 // call returns a function call's bound (the functions of safeFunctions).

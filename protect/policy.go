@@ -46,9 +46,9 @@ type Policy struct {
 	// partition selection.
 	PublicKeys map[string]string `json:"public_keys,omitempty"`
 	// MaxLength bounds, per column, the bytes of the values a DP statement's
-	// WHERE sees (DefaultMaxLength for a column not listed): a row whose
-	// value is longer is dropped by a statement whose WHERE reads the
-	// column. It bounds the statement's per-row work (cost.go).
+	// WHERE passes to functions and operators (DefaultMaxLength for a column
+	// not listed): a row whose value is longer is dropped by such a
+	// statement. It bounds the statement's per-row work (cost.go).
 	MaxLength map[string]int `json:"max_length,omitempty"`
 }
 

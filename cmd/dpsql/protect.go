@@ -30,9 +30,10 @@ func (m *Main) newProtectCmd() *cobra.Command {
 GROUP BY (--max-groups) and rows per group (--max-rows) one person may
 contribute, and public clamping bounds per column (--bounds COL=LO:HI, used by
 SUM and AVG when the statement gives none). --max-length COL=BYTES bounds
-the values a DP statement's WHERE sees in COL (default 1024 bytes; rows with a
-longer value are dropped from such a statement): with the lengths of its
-literals it bounds a statement's work per row. --public-keys COL=TABLE[.COLUMN]
+the values of COL a DP statement's WHERE passes to functions and operators
+(default 1024 bytes; rows with a longer value are dropped from such a
+statement): with the lengths of its literals it bounds a statement's work per
+row. --public-keys COL=TABLE[.COLUMN]
 declares a public table listing COL's values: a GROUP BY on such columns
 releases every listed key and no other, without partition selection. Analyst connections
 (dpsql query --analyst, ext.OpenAnalyst) then read TABLE only through
@@ -100,7 +101,7 @@ kind 'policy'), which dpsql audit verify replays against dp_policy.`,
 	cmd.Flags().IntVar(&rows, "max-rows", 1, "rows per group a person may contribute")
 	cmd.Flags().StringArrayVar(&bounds, "bounds", nil, "public clamping bounds COL=LO:HI (repeatable)")
 	cmd.Flags().StringArrayVar(&keys, "public-keys", nil, "public table listing a column's keys, COL=TABLE[.COLUMN] (repeatable)")
-	cmd.Flags().StringArrayVar(&lengths, "max-length", nil, fmt.Sprintf("longest value, in bytes, a DP statement's WHERE sees in a column, COL=BYTES (repeatable; default %d: longer rows are dropped)", protect.DefaultMaxLength))
+	cmd.Flags().StringArrayVar(&lengths, "max-length", nil, fmt.Sprintf("longest value, in bytes, a DP statement's WHERE passes to a function from a column, COL=BYTES (repeatable; default %d: longer rows are dropped)", protect.DefaultMaxLength))
 	return cmd
 }
 
