@@ -52,6 +52,18 @@ func (s Spend) With(c Checked) Spend {
 	return s
 }
 
+// Add returns s after the entry m (in the scope's relation, its sampler
+// within tv in total variation of its law), accounted exactly as Decide and
+// With account an accepted entry, without deciding: what a ledger replays
+// for the rows another process appended.
+func (s Spend) Add(m mechanism.Mechanism, tv float64) (Spend, error) {
+	comp, err := s.Comp.Add(m)
+	if err != nil {
+		return Spend{}, err
+	}
+	return s.With(Checked{Mechanism: m, Mu: m.GDPMu(), Comp: comp, NoiseTV: tv}), nil
+}
+
 // Certified returns the smallest epsilon at which the scope's entries,
 // released by samplers within s.NoiseTV in total variation of their ideal
 // laws, are (epsilon, delta)-DP: the figure the budget decision checks once

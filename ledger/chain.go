@@ -140,8 +140,10 @@ func ReadLedger(ctx context.Context, db Queryer) ([]Row, error) {
 // checkChain checks that rows, in id order, link and hash correctly and that
 // each row's mu matches its content. It returns the number of good rows
 // before the first bad one and an error wrapping ErrChainBroken naming it.
-func checkChain(rows []Row) (int, error) {
-	prev := GenesisHash
+func checkChain(rows []Row) (int, error) { return checkChainFrom(GenesisHash, rows) }
+
+// checkChainFrom is checkChain for rows that follow the row of hash prev.
+func checkChainFrom(prev string, rows []Row) (int, error) {
 	for i, r := range rows {
 		if r.PrevHash != prev {
 			return i, fmt.Errorf("%w at row %d: prev_hash %.12s... does not match the previous row's hash %.12s... (a row was removed, inserted or reordered)", ErrChainBroken, r.ID, r.PrevHash, prev)
@@ -171,6 +173,10 @@ func checkChain(rows []Row) (int, error) {
 			mu = b.Mu
 		case EventPolicy, EventAccount, EventOutcome:
 			if err := checkRecord(r); err != nil {
+				return i, fmt.Errorf("%w at %v", ErrChainBroken, err)
+			}
+		case EventCheckpoint:
+			if _, err := parseCheckpoint(r); err != nil {
 				return i, fmt.Errorf("%w at %v", ErrChainBroken, err)
 			}
 		default:

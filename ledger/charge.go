@@ -244,10 +244,16 @@ func (l *Ledger) commit(ctx context.Context, d *Decision, release func(tx *sql.T
 	if err := writeScopeState(ctx, tx, accountant.FileScope, row.ID, tot); err != nil {
 		return Receipt{}, err
 	}
+	next := fs.after(st, tot, row)
+	if next.checkpointDue() {
+		if next, err = writeCheckpoint(ctx, tx, next, c.Scope); err != nil {
+			return Receipt{}, fmt.Errorf("writing a checkpoint after the charge: %w", err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return Receipt{}, fmt.Errorf("committing the charge: %w", err)
 	}
-	l.remember(fs.after(st, tot, row))
+	l.remember(next)
 	return Receipt{ID: row.ID, Scope: c.Scope, Mu: st.Mu, MuSpent: st.MuAfter, MuRemaining: st.MuRemaining,
 		Epsilon: st.Epsilon, Delta: st.Budget.Delta, Rigorous: st.Rigorous, Params: params}, nil
 }
@@ -301,7 +307,7 @@ func writeScopeState(ctx context.Context, tx *sql.Tx, scope string, id int64, st
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO dp_scope_state(scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous, pld)
 		VALUES (?,?,?,?,?,?,NULL) ON CONFLICT(scope) DO UPDATE SET through_id=excluded.through_id, mu_spent=excluded.mu_spent,
-		mu_remaining=excluded.mu_remaining, epsilon_spent=excluded.epsilon_spent, epsilon_rigorous=excluded.epsilon_rigorous, pld=NULL`,
+		mu_remaining=excluded.mu_remaining, epsilon_spent=excluded.epsilon_spent, epsilon_rigorous=excluded.epsilon_rigorous`,
 		scope, id, st.MuAfter, st.MuRemaining, st.EpsilonGDP, rig); err != nil {
 		return fmt.Errorf("updating dp_scope_state: %w", err)
 	}

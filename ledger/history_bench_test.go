@@ -20,15 +20,18 @@ import (
 //
 //	go test ./ledger -run '^$' -bench OneChargeProcess -benchtime 5x
 
-// historyFile writes a file whose scope "default" holds n charges (nine
-// Gaussian for one Laplace, the Gaussians with their samplers' error), as
-// dpsql would have written them, and returns its path. The rows go in in
+// historyFile writes a file whose scope "default" holds n charges (a
+// Laplace one every laplaceEvery, 0 for none, the others Gaussian with
+// their samplers' error), as dpsql would have written them, and returns its
+// path. The rows go in in
 // one transaction (a charge each would take minutes); the derived state is
 // then computed from the chain and written as a charge writes it.
-func historyFile(b *testing.B, n int) string {
+func historyFile(b *testing.B, n, laplaceEvery int) string { return historyFileT(b, n, laplaceEvery) }
+
+func historyFileT(b testing.TB, n, laplaceEvery int) string {
 	b.Helper()
 	ctx := context.Background()
-	path := filepath.Join(b.TempDir(), fmt.Sprintf("history%d.db", n))
+	path := filepath.Join(b.TempDir(), fmt.Sprintf("history%d-%d.db", n, laplaceEvery))
 	l, err := OpenLedger(path)
 	if err != nil {
 		b.Fatal(err)
@@ -55,7 +58,7 @@ func historyFile(b *testing.B, n int) string {
 	lap := mechanism.Mechanism{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: 0.001}
 	for i := range n {
 		m, details := gauss, map[string]any{"dim": 1, "noise_tv": 0x1p-125}
-		if i%10 == 9 {
+		if laplaceEvery > 0 && i%laplaceEvery == laplaceEvery-1 {
 			m, details = lap, map[string]any{"grid": 1.0 / 1024, "sensitivity_requested": 1}
 		}
 		for k, v := range m.Fields() {
@@ -76,7 +79,8 @@ func historyFile(b *testing.B, n int) string {
 }
 
 // writeHistoryState writes the derived state of a file whose rows were
-// appended directly: dp_scope_state as the last charge would have left it.
+// appended directly: dp_scope_state and a checkpoint as the last charge
+// would have left them.
 func writeHistoryState(ctx context.Context, db *sql.DB) error {
 	rows, err := ReadLedger(ctx, db)
 	if err != nil {
@@ -86,16 +90,27 @@ func writeHistoryState(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	return writeStates(ctx, db, fs, "default", accountant.FileScope)
+	if err := writeStates(ctx, db, fs, "default", accountant.FileScope); err != nil {
+		return err
+	}
+	// The last charge would have written a checkpoint: charges write one
+	// at least every 256 rows (checkpoint.go).
+	_, err = writeCheckpoint(ctx, db, fs, "default")
+	return err
 }
 
 func BenchmarkOneChargeProcess(b *testing.B) {
 	ctx := context.Background()
 	c := Charge{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.001}, Details: mechanism.Gaussian{Dim: 1, NoiseTV: 0x1p-125}}
-	for _, n := range []int{0, 100000} {
-		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
-			path := historyFile(b, n)
+	for _, h := range []struct{ n, laplaceEvery int }{{0, 0}, {100000, 0}, {100000, 10}} {
+		name := fmt.Sprintf("rows=%d", h.n)
+		if h.laplaceEvery > 0 {
+			name += fmt.Sprintf("/laplace_every=%d", h.laplaceEvery)
+		}
+		b.Run(name, func(b *testing.B) {
+			path := historyFile(b, h.n, h.laplaceEvery)
 			b.ResetTimer()
+			c0 := processCPU()
 			for b.Loop() {
 				l, err := OpenLedger(path)
 				if err != nil {
@@ -108,6 +123,7 @@ func BenchmarkOneChargeProcess(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric((processCPU()-c0).Seconds()*1e3/float64(b.N), "cpu-ms/op")
 		})
 	}
 }

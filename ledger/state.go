@@ -3,9 +3,11 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
@@ -35,6 +37,10 @@ type fileState struct {
 	scopes map[string]*scopeState
 	total  *scopeState // budget: the file's cap, or Mu = +Inf without one
 	capped bool
+	// Since the last checkpoint row (checkpoint.go): rows, and charges of
+	// other than Gaussian entries.
+	sinceRows, sinceNonGaussian int
+	legacy                      bool // computed from a version-0 file (budgets from dp_budget)
 
 	roomMu sync.Mutex
 	room   map[string]float64 // gaussianRoom, memoised at this head
@@ -117,7 +123,11 @@ func unknownScope(scope string) error {
 // after returns the state once the charge row, accepted as c in its scope and
 // as total in the file's total, follows f.
 func (f *fileState) after(c, total accountant.Checked, row Row) *fileState {
-	n := &fileState{head: Head{ID: row.ID, Hash: row.Hash}, scopes: make(map[string]*scopeState, len(f.scopes)), capped: f.capped}
+	n := &fileState{head: Head{ID: row.ID, Hash: row.Hash}, scopes: make(map[string]*scopeState, len(f.scopes)), capped: f.capped,
+		sinceRows: f.sinceRows + 1, sinceNonGaussian: f.sinceNonGaussian}
+	if !c.Mechanism.IsGaussian() {
+		n.sinceNonGaussian++
+	}
 	for k, v := range f.scopes {
 		n.scopes[k] = v
 	}
@@ -139,7 +149,7 @@ func (s *scopeState) with(c accountant.Checked, id int64) *scopeState {
 // chain's budget events; legacy holds dp_budget's budgets for a version-0
 // file, which has none.
 func computeState(rows []Row, legacy map[string]accountant.Budget) (*fileState, error) {
-	f := &fileState{head: Head{Hash: GenesisHash}, scopes: map[string]*scopeState{}}
+	f := &fileState{head: Head{Hash: GenesisHash}, scopes: map[string]*scopeState{}, legacy: legacy != nil}
 	for s, b := range legacy {
 		f.scopes[s] = &scopeState{budget: b}
 	}
@@ -156,6 +166,7 @@ func computeState(rows []Row, legacy map[string]accountant.Budget) (*fileState, 
 	lastRow := map[string]int64{}
 	for _, r := range rows {
 		f.head = Head{ID: r.ID, Hash: r.Hash}
+		f.sinceRows++
 		switch r.kind() {
 		case EventBudget:
 			b, err := parseBudgetEvent(r)
@@ -199,10 +210,17 @@ func computeState(rows []Row, legacy map[string]accountant.Budget) (*fileState, 
 			if f.scopes[r.Scope] == nil {
 				f.scopes[r.Scope] = &scopeState{}
 			}
+			if !m.IsGaussian() {
+				f.sinceNonGaussian++
+			}
 			charges[r.Scope] = append(charges[r.Scope], m)
 			tvs[r.Scope] += tv
 			lastRow[r.Scope] = r.ID
 			all = append(all, entry{r.Scope, r.ID, m, tv})
+		case EventCheckpoint:
+			// What the rows before it say (checkpoint.go): Verify
+			// compares it; a charge resumes from the last.
+			f.sinceRows, f.sinceNonGaussian = 0, 0
 		case EventPolicy, EventAccount, EventOutcome:
 			// Records spend nothing; checkChain checked their form.
 		default:
@@ -245,14 +263,18 @@ func computeState(rows []Row, legacy map[string]accountant.Budget) (*fileState, 
 		}
 	}
 	ms := make([]mechanism.Mechanism, len(all))
+	var tv float64
 	for i, e := range all {
 		ms[i] = e.m
 		f.total.lastID = e.id
-		f.total.spend.NoiseTV += e.tv
+		tv += e.tv
 	}
 	if err := f.total.account(accountant.FileScope, ms); err != nil {
 		return nil, err
 	}
+	// After account, which sets the spend (its samplers' error was lost
+	// before: the total's epsilon recomputed from the chain ignored it).
+	f.total.spend.NoiseTV = tv
 	return f, nil
 }
 
@@ -317,6 +339,19 @@ func (l *Ledger) state(ctx context.Context, q Queryer) (*fileState, error) {
 	if memo != nil && memo.head == head {
 		return memo, nil
 	}
+	if v >= 1 {
+		// From the state this process last saw, or from the last
+		// checkpoint, reading only the rows since (checkpoint.go).
+		st, err := resumeState(ctx, q, memo)
+		switch {
+		case err == nil && st.head == head:
+			l.remember(st)
+			return st, nil
+		case err != nil && !errors.Is(err, errReplay):
+			return nil, err
+		}
+	}
+	fullStates.Add(1)
 	rows, err := ReadLedger(ctx, q)
 	if err != nil {
 		return nil, err
@@ -340,6 +375,9 @@ func (l *Ledger) state(ctx context.Context, q Queryer) (*fileState, error) {
 	l.remember(st)
 	return st, nil
 }
+
+// fullStates counts the states computed from the whole chain (tests).
+var fullStates atomic.Int64
 
 func (l *Ledger) remember(st *fileState) {
 	l.memoMu.Lock()

@@ -18,12 +18,15 @@ var ErrMismatch = errors.New("the ledger's tables do not match its chain")
 
 // Report is what VerifyAt checked.
 type Report struct {
-	Rows    int  // rows of every kind whose hash and link were checked
-	Charges int  // charge events
-	Budgets int  // budget events
-	Records int  // records: events that spend nothing (policy, account, outcome)
-	Scopes  int  // scopes whose status was recomputed and compared
-	Head    Head // the head of the chain
+	Rows    int // rows of every kind whose hash and link were checked
+	Charges int // charge events
+	Budgets int // budget events
+	Records int // records: events that spend nothing (policy, account, outcome)
+	// Checkpoints are the checkpoint rows, each compared with the state
+	// the rows before it give.
+	Checkpoints int
+	Scopes      int  // scopes whose status was recomputed and compared
+	Head        Head // the head of the chain
 }
 
 // Verify checks the ledger (see VerifyAt) and returns the number of rows
@@ -68,6 +71,8 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 			rep.Budgets++
 		case IsRecordKind(r.kind()):
 			rep.Records++
+		case r.kind() == EventCheckpoint:
+			rep.Checkpoints++
 		default:
 			rep.Charges++
 		}
@@ -107,6 +112,11 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 		}
 	}
 	if rep.Scopes, err = compareStates(ctx, db, fs, v >= 1); err != nil {
+		return rep, err
+	}
+	// Every checkpoint against the rows before it, and the compositions
+	// kept for the last (a process resumes from them).
+	if _, err := checkCheckpoints(ctx, db, rows); err != nil {
 		return rep, err
 	}
 	return rep, nil
