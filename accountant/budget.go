@@ -18,6 +18,11 @@ const FileScope = "*"
 // dp_scope DSN parameter or a --scope flag names another.
 const DefaultScope = "default"
 
+// OwnScopeOnly is in the message of every refusal of another scope on a
+// connection confined to its own (an analyst's): package protect reports
+// those as refusals.
+const OwnScopeOnly = "this connection sees its own scope only"
+
 // tolerance allows for floating-point round-off in sums of squares when a
 // budget is spent exactly (e.g. 100 spends of 0.1 against a budget of 1).
 const tolerance = 1e-12

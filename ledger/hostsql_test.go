@@ -7,15 +7,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpsql/dpsql/internal/hostsql"
-	"github.com/dpsql/dpsql/internal/linkedsqlite"
+	"github.com/dpsql/dpsql/internal/sqlite/hostsql"
+	"github.com/dpsql/dpsql/internal/sqlite/linked"
 )
 
 // hostOpener opens ledgers as the loadable extension dp0 does: through an
 // API table (here the one of the SQLite go-sqlite3 links), with hostsql
 // reading LedgerDSN, on the file's own VFS.
 func hostOpener(t *testing.T) Opener {
-	api, err := linkedsqlite.API()
+	api, err := linked.API()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func testWriteConflict(t *testing.T) {
 	if err := l.Init(ctx, mustBudget(t, "default", 1, 0, 1e-5)); err != nil {
 		t.Fatal(err)
 	}
-	api, _ := linkedsqlite.API()
+	api, _ := linked.API()
 	c, err := (&hostsql.Driver{API: api}).OpenConnector("file:" + path + "?_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)

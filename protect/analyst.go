@@ -13,7 +13,6 @@ import (
 	"github.com/dpsql/dpsql/accountant"
 
 	"github.com/dpsql/dpsql/protect/dpselect"
-	"github.com/dpsql/dpsql/sqlfuncs"
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
@@ -202,7 +201,7 @@ func (c *AnalystConn) explain(err error) error {
 	if d != "" && (strings.Contains(err.Error(), "not authorized") || strings.Contains(err.Error(), "prohibited")) {
 		return &Refusal{Msg: d}
 	}
-	if strings.Contains(err.Error(), sqlfuncs.OwnScopeOnly) { // dp_budget_remaining('other') and the like
+	if strings.Contains(err.Error(), accountant.OwnScopeOnly) { // dp_budget_remaining('other') and the like
 		return &Refusal{Msg: err.Error()}
 	}
 	return err

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"unsafe"
 
-	"github.com/dpsql/dpsql/sqlfuncs"
+	"github.com/dpsql/dpsql/internal/sqlite"
 )
 
 // RegisterOwnerFuncs adds the owner's SQL functions to a curator connection:
@@ -22,10 +22,10 @@ import (
 // Both are SQLITE_DIRECTONLY: SQLite refuses them in views, triggers and
 // schema expressions, so that whoever wrote the file's schema cannot make the
 // owner's plain SELECT from a view remove or weaken a protection. db is the
-// connection's sqlite3*, on which sqlfuncs.Register has run; path is its
-// main database file.
+// connection's sqlite3*, on which sqlfuncs.Register has run (it hands package
+// sqlite the connection's API table); path is its main database file.
 func RegisterOwnerFuncs(db unsafe.Pointer, path string) error {
-	if err := sqlfuncs.RegisterDirectOnly(db, "dp_protect", 2, func(args ...any) (any, error) {
+	if err := ownerFunc(db, "dp_protect", 2, func(args ...any) (any, error) {
 		table, policy, err := ownerArgs("dp_protect", args, "table", "policy")
 		if err != nil {
 			return nil, err
@@ -46,7 +46,7 @@ func RegisterOwnerFuncs(db unsafe.Pointer, path string) error {
 	}); err != nil {
 		return err
 	}
-	return sqlfuncs.RegisterDirectOnly(db, "dp_unprotect", 1, func(args ...any) (any, error) {
+	return ownerFunc(db, "dp_unprotect", 1, func(args ...any) (any, error) {
 		table, _, err := ownerArgs("dp_unprotect", args, "table")
 		if err != nil {
 			return nil, err
@@ -61,6 +61,18 @@ func RegisterOwnerFuncs(db unsafe.Pointer, path string) error {
 		}
 		return table, nil
 	})
+}
+
+// ownerFunc adds the scalar SQL function name of nargs arguments to the
+// connection db, marked SQLITE_DIRECTONLY; a panic in f becomes the call's
+// error.
+func ownerFunc(db unsafe.Pointer, name string, nargs int, f func(args ...any) (any, error)) error {
+	c := sqlite.ConnOf(db)
+	if !c.Valid() {
+		return fmt.Errorf("registering %s: the connection has no dpsql functions: call sqlfuncs.Register first", name)
+	}
+	return c.CreateFunction(&sqlite.Func{Name: name, NArgs: nargs, Flags: sqlite.DirectOnly, CopyBlobs: true,
+		Scalar: func(args []any) (any, error) { return f(args...) }})
 }
 
 // ownerArgs returns the owner function fn's TEXT arguments, named names

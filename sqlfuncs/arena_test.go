@@ -26,7 +26,7 @@ func TestRowsPrepareExpected(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if got := r.arena.spare != nil; got != tc.spare {
+		if got := r.arena.Prepared(); got != tc.spare {
 			t.Errorf("expect %d, %d rows: spare prepared %v, want %v", tc.expect, tc.rows, got, tc.spare)
 		}
 		r.free()

@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/dpsql/dpsql/internal/sqlite"
 	"github.com/dpsql/dpsql/ledger"
 	"github.com/dpsql/dpsql/vector"
 
@@ -509,8 +510,8 @@ func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, n int, nc *noi
 	// (recovered at the SQL boundary) must not leave its goroutine and its
 	// descriptor of the -wal behind.
 	receipt, err := func() (ledger.Receipt, error) {
-		wb := startWriteback(a.c.path + "-wal")
-		defer wb.stop()
+		wb := sqlite.StartWriteback(a.c.path + "-wal")
+		defer wb.Stop()
 		// Progress shows T, public when n is asserted; a T that follows a
 		// noisy count stays hidden until the charge commits.
 		return a.c.ChargeQuote(fn, quote, func(tx *sql.Tx) (map[string]any, error) {
@@ -578,7 +579,7 @@ const commitSyncEvery = 2 * time.Millisecond
 // reporting progress if showProgress. The release reaches the WAL as it is
 // written and is made durable as it grows by wb, the WAL's writeback, which
 // keeps making it durable through the commit once the release is written.
-func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data avgmix.Data, plan *avgmix.Plan, showProgress bool, wb *writeback) error {
+func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data avgmix.Data, plan *avgmix.Plan, showProgress bool, wb *sqlite.Writeback) error {
 	q, err := outputTable(fn, tx, into)
 	if err != nil {
 		return err
@@ -596,7 +597,7 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 			return fmt.Errorf("%s: writing row %d of %s: %w", fn, i+1, into, err)
 		}
 		if i%writebackRows == writebackRows-1 {
-			wb.start()
+			wb.Start()
 		}
 		if showProgress && i%4096 == 4095 {
 			report(fn, i+1, plan.T)
@@ -616,6 +617,6 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 	if err != nil {
 		return fmt.Errorf("%s: %w", fn, err)
 	}
-	wb.every(commitSyncEvery)
+	wb.Every(commitSyncEvery)
 	return nil
 }

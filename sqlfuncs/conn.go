@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/dpsql/dpsql/internal/sqlite"
 	"github.com/dpsql/dpsql/ledger"
 
 	"github.com/dpsql/dpsql/accountant"
@@ -23,9 +24,9 @@ import (
 // Conn is dpsql's state for one SQLite connection: the scope it charges, its
 // noise stream, and the way to its ledger.
 type Conn struct {
-	handle unsafe.Pointer // the connection's sqlite3*
-	path   string
-	runs   runCounter // statement runs started on the connection
+	db   sqlite.Conn // the connection, reached through the process's API table
+	path string
+	runs sqlite.RunCounter // statement runs started on the connection
 
 	mu    sync.Mutex
 	scope string
@@ -36,7 +37,7 @@ type Conn struct {
 
 	// The charges committed during the statement execution exec, so that a
 	// later error in the same statement can say that they stand.
-	exec    execution
+	exec    sqlite.Execution
 	failed  failure // the last refused charge (LastError)
 	charged []committed
 
@@ -80,16 +81,12 @@ func (c *Conn) ConfineScope() {
 	c.mu.Unlock()
 }
 
-// OwnScopeOnly is in the message of every refusal of another scope on a
-// confined connection (package protect reports those as refusals).
-const OwnScopeOnly = "this connection sees its own scope only"
-
 // otherScope refuses, on a confined connection, a scope other than its own.
 func (c *Conn) otherScope(fn, scope string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.confined && scope != c.scope {
-		return fmt.Errorf("%s: %s (%q), not %q: call %s without a scope", fn, OwnScopeOnly, c.scope, scope, fn)
+		return fmt.Errorf("%s: %s (%q), not %q: call %s without a scope", fn, accountant.OwnScopeOnly, c.scope, scope, fn)
 	}
 	return nil
 }
@@ -130,7 +127,7 @@ func (c *Conn) charge(fn string, ac ledger.Charge, release func(tx *sql.Tx) (map
 	if err := c.canWriteLedger(fn); err != nil {
 		return ledger.Receipt{}, err
 	}
-	if interrupted(c.handle) {
+	if c.db.Interrupted() {
 		return ledger.Receipt{}, fmt.Errorf("%s: the statement was interrupted; nothing was released or charged", fn)
 	}
 	l, err := c.ledger()
@@ -148,7 +145,7 @@ func (c *Conn) charge(fn string, ac ledger.Charge, release func(tx *sql.Tx) (map
 			releasing.Store(tx, &releaseWrite{c: c})
 			defer releasing.Delete(tx)
 			more, err := inner(tx)
-			if err == nil && interrupted(c.handle) {
+			if err == nil && c.db.Interrupted() {
 				err = fmt.Errorf("%s: the statement was interrupted; the release was rolled back and nothing was charged", fn)
 			}
 			relErr = err
@@ -156,12 +153,12 @@ func (c *Conn) charge(fn string, ac ledger.Charge, release func(tx *sql.Tx) (map
 		}
 	}
 	release, cached := c.withCalibrations(release)
-	exec := runningExecution(c.handle, c.runs)
+	exec := c.db.RunningExecution(c.runs)
 	charging.Add(1)
 	defer charging.Add(-1)
 	ctx, stop := c.untilInterrupted()
 	defer stop()
-	ac.Scope, ac.Query = c.Scope(), exec.sql
+	ac.Scope, ac.Query = c.Scope(), exec.SQL
 	r, err := l.Charge(ctx, ac, release)
 	switch {
 	case err != nil && (ctx.Err() != nil || errors.Is(err, errWriteInterrupted)):
@@ -189,18 +186,18 @@ func (c *Conn) charge(fn string, ac ledger.Charge, release func(tx *sql.Tx) (map
 // failure is the typed error of the last charge the connection refused, and
 // the statement run it happened in.
 type failure struct {
-	seq uint64 // the connection's run count then (execution.seq)
+	seq uint64 // the connection's run count then (sqlite.Execution.Seq)
 	err error
 }
 
 // rememberFailure keeps err, a failed charge's error, for LastError: SQLite
 // passes only its message on to the statement's caller.
-func (c *Conn) rememberFailure(exec execution, err error) {
-	if exec == (execution{}) || exec.seq == 0 || accountant.CodeOf(err) == "" {
+func (c *Conn) rememberFailure(exec sqlite.Execution, err error) {
+	if exec == (sqlite.Execution{}) || exec.Seq == 0 || accountant.CodeOf(err) == "" {
 		return
 	}
 	c.mu.Lock()
-	c.failed = failure{seq: exec.seq, err: err}
+	c.failed = failure{seq: exec.Seq, err: err}
 	c.mu.Unlock()
 }
 
@@ -212,7 +209,7 @@ func (c *Conn) LastError() error {
 	c.mu.Lock()
 	f := c.failed
 	c.mu.Unlock()
-	if f.err == nil || f.seq != c.runs.value() {
+	if f.err == nil || f.seq != c.runs.Value() {
 		return nil
 	}
 	return f.err
@@ -236,7 +233,7 @@ const interruptPoll = 10 * time.Millisecond
 // running statement is interrupted, so that a charge waiting for the write
 // lock, or a release being written, stops at once (its transaction rolls
 // back). stop ends the watch. The watch runs in its own goroutine, which
-// SQLite before 3.41 cannot answer (interruptedFromAnywhere): there the charge
+// SQLite before 3.41 cannot answer (Conn.InterruptedFromAnywhere): there the charge
 // waits out the lock, and the checks the statement's own goroutine makes
 // before and after the release still roll it back.
 //
@@ -257,7 +254,7 @@ func (c *Conn) untilInterrupted() (ctx context.Context, stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				if interruptedFromAnywhere(c.handle) {
+				if c.db.InterruptedFromAnywhere() {
 					cancel()
 					return
 				}
@@ -293,7 +290,7 @@ func interruptible[T any](c *Conn, fn string, f func() (T, error)) (T, error) {
 		case r := <-ch:
 			return r.v, r.err
 		case <-t.C:
-			if interrupted(c.handle) {
+			if c.db.Interrupted() {
 				var zero T
 				return zero, errors.New("the statement was interrupted; nothing was released or charged")
 			}
@@ -331,9 +328,9 @@ func writeInterrupted(tx *sql.Tx) bool {
 	}
 	w := v.(*releaseWrite)
 	if w.offStatement.Load() {
-		return w.seen.Load() || interruptedFromAnywhere(w.c.handle)
+		return w.seen.Load() || w.c.db.InterruptedFromAnywhere()
 	}
-	return interrupted(w.c.handle)
+	return w.c.db.Interrupted()
 }
 
 // writeOffStatement runs write, which writes the release of tx from
@@ -357,7 +354,7 @@ func writeOffStatement(tx *sql.Tx, write func() error) error {
 	w := v.(*releaseWrite)
 	w.offStatement.Store(true)
 	defer w.offStatement.Store(false)
-	if canPollInterrupts() {
+	if sqlite.CanPollInterrupts() {
 		return write()
 	}
 	type result struct {
@@ -387,7 +384,7 @@ func writeOffStatement(tx *sql.Tx, write func() error) error {
 			}
 			return r.err
 		case <-t.C:
-			if !w.seen.Load() && interrupted(w.c.handle) {
+			if !w.seen.Load() && w.c.db.Interrupted() {
 				w.seen.Store(true)
 			}
 		}
@@ -409,10 +406,10 @@ func (c *Conn) annotate(err error) error {
 	if err == nil {
 		return nil
 	}
-	exec := runningExecution(c.handle, c.runs)
+	exec := c.db.RunningExecution(c.runs)
 	c.mu.Lock()
 	var charged []committed
-	if exec != (execution{}) && exec == c.exec {
+	if exec != (sqlite.Execution{}) && exec == c.exec {
 		charged = c.charged
 	}
 	c.mu.Unlock()
@@ -451,10 +448,10 @@ func chargesNote(cs []committed) string {
 // this connection's statement ends: inside BEGIN ... COMMIT, or in a statement
 // that writes (it holds the database's write lock).
 func (c *Conn) canWriteLedger(fn string) error {
-	if !autocommit(c.handle) {
+	if !c.db.Autocommit() {
 		return fmt.Errorf("%s: run DP functions outside BEGIN ... COMMIT: the charge must commit on its own connection before the noisy value is released, which an open transaction would prevent", fn)
 	}
-	if writing(c.handle) {
+	if c.db.Writing() {
 		return fmt.Errorf("%s: this statement writes (INSERT ... SELECT, CREATE TABLE ... AS, UPDATE); DP functions must run in a read-only statement so that their charge commits first: SELECT the noisy values, then store them in a second statement", fn)
 	}
 	return nil

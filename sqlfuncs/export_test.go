@@ -3,6 +3,8 @@ package sqlfuncs
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/dpsql/dpsql/internal/sqlite"
 )
 
 // ResetOptMemo forgets the optimised distributions this process verified, as
@@ -49,7 +51,7 @@ func RegisterTestFunc(path, name string, f func(args ...any) (any, error)) (n in
 	conns.Range(func(_, v any) bool {
 		c := v.(*Conn)
 		if c.path == path {
-			if err = register(c.handle, &sqlFunc{name: name, scalar: f, copyBlobs: true}, -1, 0); err != nil {
+			if err = register(c.db, &sqlFunc{name: name, scalar: f, copyBlobs: true}, -1, 0); err != nil {
 				return false
 			}
 			n++
@@ -60,10 +62,10 @@ func RegisterTestFunc(path, name string, f func(args ...any) (any, error)) (n in
 }
 
 // CheckVersion is checkVersion.
-var CheckVersion = checkVersion
+var CheckVersion = sqlite.CheckVersion
 
 // CanPollInterrupts is canPollInterrupts.
-var CanPollInterrupts = canPollInterrupts
+var CanPollInterrupts = sqlite.CanPollInterrupts
 
 // RegisterInterruptWatch adds t_watch(ms) to the connections of the file
 // path: it waits up to ms milliseconds for its statement to be interrupted,
@@ -72,14 +74,14 @@ var CanPollInterrupts = canPollInterrupts
 func RegisterInterruptWatch(path string, seen chan<- [2]bool) (int, error) {
 	return RegisterTestFunc(path, "t_watch", func(args ...any) (any, error) {
 		c := connOf(path)
-		runs := c.runs.value()
+		runs := c.runs.Value()
 		deadline := time.Now().Add(time.Duration(args[0].(int64)) * time.Millisecond)
 		saw := false
 		for !saw && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
-			saw = interrupted(c.handle)
+			saw = c.db.Interrupted()
 		}
-		seen <- [2]bool{saw, c.runs.value() == runs}
+		seen <- [2]bool{saw, c.runs.Value() == runs}
 		return nil, nil
 	})
 }
@@ -119,4 +121,4 @@ func WatchesAfterStop(path string, n int) (late int, ok bool) {
 }
 
 // ProbeOnly is probeOnly: interrupts are then found as before SQLite 3.41.
-var ProbeOnly = probeOnly
+var ProbeOnly = sqlite.ProbeOnly

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+
+	"github.com/dpsql/dpsql/internal/sqlite"
 )
 
 // vectorRows buffers the rows an aggregate sees: features in chunks of
@@ -24,21 +26,21 @@ type vectorRows struct {
 	// public figure, such as dp_avgmix's asserted n); it only sizes the
 	// memory faulted in ahead, never what is read or released.
 	expect int
-	failed error       // the first row error: the statement is failing
-	arena  *floatArena // holds X and chunks; free releases it
+	failed error         // the first row error: the statement is failing
+	arena  *sqlite.Arena // holds X and chunks; free releases it
 }
 
 // alloc returns an empty feature buffer of capacity n from the rows' arena.
 func (r *vectorRows) alloc(n int) []float32 {
 	if r.arena == nil {
-		r.arena = newFloatArena()
+		r.arena = sqlite.NewArena()
 	}
-	return r.arena.alloc(n)
+	return r.arena.Alloc(n)
 }
 
 // free releases the buffered features; they may not be used afterwards.
 func (r *vectorRows) free() {
-	r.arena.free()
+	r.arena.Free()
 	r.X, r.chunks = nil, nil
 }
 
@@ -67,11 +69,11 @@ func (r *vectorRows) fail(err error) {
 // aggregate's final function also while it cleans up a failing or
 // interrupted statement; a release must not happen then.
 func (r *vectorRows) finish(c *Conn) error {
-	r.arena.dropSpare() // no more rows: a chunk prepared for them is not needed
+	r.arena.DropSpare() // no more rows: a chunk prepared for them is not needed
 	if r.failed != nil {
 		return r.failed
 	}
-	if interrupted(c.handle) {
+	if c.db.Interrupted() {
 		return fmt.Errorf("%s: the statement was interrupted; nothing was released or charged", r.fn)
 	}
 	return nil
@@ -119,11 +121,11 @@ func (r *vectorRows) features() []float32 {
 	x := r.alloc(r.N * r.D)
 	for i, c := range r.chunks {
 		x = append(x, c...)
-		old.release(c)
+		old.Release(c)
 		r.chunks[i] = nil
 	}
 	x = append(x, r.X...)
-	old.free()
+	old.Free()
 	r.chunks, r.X = nil, x
 	return x
 }
@@ -143,7 +145,7 @@ func (r *vectorRows) addRow(features, label, opts any) error {
 			fill = min(fill, r.expect-next)
 		}
 		if fill > 0 {
-			r.arena.prepare(chunkRows*r.D, fill*r.D)
+			r.arena.Prepare(chunkRows*r.D, fill*r.D)
 		}
 	}
 	if r.N == 0 {

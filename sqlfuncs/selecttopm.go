@@ -181,7 +181,7 @@ func (c *Conn) readTopmTable(src *sourceTable, opts []byte, in *topmInput) error
 		in.rowids = append(in.rowids, id)
 		return nil
 	})
-	if err == nil && interrupted(c.handle) {
+	if err == nil && c.db.Interrupted() {
 		err = fmt.Errorf("%s: the statement was interrupted; nothing was released or charged", fn)
 	}
 	if err != nil && !strings.HasPrefix(err.Error(), fn+":") {
@@ -424,7 +424,7 @@ func writeSelectTopm(fn string, tx *sql.Tx, c *Conn, noise *release.Noise, data 
 			return fmt.Errorf("%s: writing row %d of %s: %w", fn, i+1, into, err)
 		}
 		if i%4096 == 4095 {
-			if interrupted(c.handle) {
+			if c.db.Interrupted() {
 				return fmt.Errorf("the statement was interrupted at row %d; the release was rolled back and nothing was charged", i+1)
 			}
 			report(fn, i+1, n)

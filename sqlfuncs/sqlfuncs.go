@@ -31,6 +31,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/dpsql/dpsql/internal/sqlite"
 	"github.com/dpsql/dpsql/ledger"
 	"github.com/dpsql/dpsql/vector"
 
@@ -52,23 +53,24 @@ func Register(api, db unsafe.Pointer, scope string) (*Conn, error) {
 	if db == nil {
 		return nil, fmt.Errorf("dpsql: no SQLite connection handle")
 	}
-	if err := setAPI(api); err != nil {
+	if err := sqlite.SetAPI(api); err != nil {
 		return nil, err
 	}
 	if scope == "" {
 		scope = accountant.DefaultScope
 	}
-	c := &Conn{handle: db, path: handleFilename(db), scope: scope, noise: release.NewNoise()}
-	c.runs = countRuns(c.handle)
+	h := sqlite.ConnOf(db)
+	c := &Conn{db: h, path: h.Filename(), scope: scope, noise: release.NewNoise()}
+	c.runs = h.CountRuns()
 	for _, f := range c.functions() {
 		if err := f.add(); err != nil {
-			c.runs.stop(c.handle)
+			c.runs.Stop()
 			return nil, fmt.Errorf("registering %s: %w", f.name, err)
 		}
 	}
 	if c.path != "" {
 		if err := ledger.RetainLedger(c.path); err != nil {
-			c.runs.stop(c.handle)
+			c.runs.Stop()
 			return nil, err
 		}
 	}
@@ -85,7 +87,7 @@ func Forget(db unsafe.Pointer) error {
 		return nil
 	}
 	c := v.(*Conn)
-	c.runs.stop(c.handle)
+	c.runs.Stop()
 	if c.path != "" {
 		return ledger.ReleaseLedger(c.path)
 	}
@@ -121,26 +123,26 @@ func (c *Conn) functions() []sqlFunction {
 		c.scalar("dp_cost_report", dpCostReport, pure, !annotated),
 		c.scalar("dp_epsilon", c.dpEpsilon, !pure, !annotated),
 		{"dp_avgmix", func() error {
-			return registerAggregate(c.handle, "dp_avgmix", 3, func() rowAggregate {
+			return registerAggregate(c.db, "dp_avgmix", 3, func() rowAggregate {
 				return &avgmixAgg{c: c, rows: vectorRows{fn: "dp_avgmix"}}
 			})
 		}},
 		// The table form: SQLite prefers this exact two-argument function to
 		// the variadic aggregate below, which only refuses the old form.
 		{"dp_select_topm", func() error {
-			return register(c.handle, &sqlFunc{name: "dp_select_topm", copyBlobs: true, scalar: func(args ...any) (any, error) {
+			return register(c.db, &sqlFunc{name: "dp_select_topm", copyBlobs: true, scalar: func(args ...any) (any, error) {
 				return c.dpSelectTopm(args[0], args[1])
 			}}, 2, 0)
 		}},
 		{"dp_select_topm", func() error {
-			return register(c.handle, &sqlFunc{name: "dp_select_topm", new: func() aggregate { return oldFormAggregate{} }}, -1, 0)
+			return register(c.db, &sqlFunc{name: "dp_select_topm", new: func() aggregate { return oldFormAggregate{} }}, -1, 0)
 		}},
 		{"dp_vec_sum", func() error {
-			return register(c.handle, &sqlFunc{name: "dp_vec_sum", new: func() aggregate { return vecSumAggregate{&vecSumAgg{c: c}} }}, 3, 0)
+			return register(c.db, &sqlFunc{name: "dp_vec_sum", new: func() aggregate { return vecSumAggregate{&vecSumAgg{c: c}} }}, 3, 0)
 		}},
 		{"dp_vec_select", func() error {
 			var vs vecSelect
-			return register(c.handle, &sqlFunc{name: "dp_vec_select", copyBlobs: true, scalar: wrap("dp_vec_select", vs.call)}, -1, flagDeterministic)
+			return register(c.db, &sqlFunc{name: "dp_vec_select", copyBlobs: true, scalar: wrap("dp_vec_select", vs.call)}, -1, flagDeterministic)
 		}},
 	}
 }
@@ -174,7 +176,7 @@ func (c *Conn) scalar(name string, f func(args ...any) (any, error), pure, annot
 		flags = flagDeterministic
 	}
 	return sqlFunction{name, func() error {
-		return register(c.handle, &sqlFunc{name: name, scalar: impl, copyBlobs: true}, -1, flags)
+		return register(c.db, &sqlFunc{name: name, scalar: impl, copyBlobs: true}, -1, flags)
 	}}
 }
 

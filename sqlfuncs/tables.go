@@ -18,7 +18,7 @@ import (
 // row are only valid during the call ([]byte ones point into SQLite's
 // memory).
 func (c *Conn) queryConn(query string, args []driver.Value, row func(vals []driver.Value) error) error {
-	return queryRows(c.handle, query, args, row)
+	return c.db.Query(query, args, row)
 }
 
 // tableExists reports whether the main schema holds an object of this name

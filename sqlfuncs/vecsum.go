@@ -207,7 +207,7 @@ func (a *vecSumAgg) Done() (out []byte, err error) {
 	if a.failed != nil {
 		return nil, a.failed
 	}
-	if interrupted(a.c.handle) {
+	if a.c.db.Interrupted() {
 		return nil, fmt.Errorf("%s: the statement was interrupted; nothing was released or charged", fn)
 	}
 	if a.rows == 0 {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/dpsql/dpsql/internal/sqlite"
 	"github.com/dpsql/dpsql/vector"
 )
 
@@ -76,7 +77,7 @@ func TestFeaturesJoin(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if chunkRows*d < hugeThreshold {
+	if chunkRows*d < sqlite.HugeThreshold {
 		t.Fatalf("chunks of %d values would come from the heap", chunkRows*d)
 	}
 	x := r.features()

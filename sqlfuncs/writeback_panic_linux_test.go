@@ -14,7 +14,7 @@ import (
 func writebackGoroutines() int {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
-	return strings.Count(string(buf), "sqlfuncs.startWriteback.func")
+	return strings.Count(string(buf), "sqlite.StartWriteback.func")
 }
 
 // TestAvgmixPanicStopsWriteback: a panic inside dp_avgmix's charge (here the

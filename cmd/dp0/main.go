@@ -20,7 +20,7 @@
 package main
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../internal/sqliteh -I${SRCDIR}/../../third_party/sqlite
+#cgo CFLAGS: -I${SRCDIR}/../../internal/sqlite -I${SRCDIR}/../../third_party/sqlite
 #include <stdlib.h>
 */
 import "C"
@@ -34,7 +34,7 @@ import (
 
 	"github.com/dpsql/dpsql/ledger"
 
-	"github.com/dpsql/dpsql/internal/hostsql"
+	"github.com/dpsql/dpsql/internal/sqlite/hostsql"
 	"github.com/dpsql/dpsql/sqlfuncs"
 )
 

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/dpsql/dpsql/internal/hostsql"
+	"github.com/dpsql/dpsql/internal/sqlite/hostsql"
 )
 
 // walConnector says, when the file is not in WAL mode, why dp0 needs it.

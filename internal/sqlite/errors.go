@@ -1,9 +1,6 @@
-package hostsql
+package sqlite
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // Error is an error SQLite reported: its message (sqlite3_errmsg at the
 // time), its primary result code and its extended result code.
@@ -24,7 +21,7 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s (%s)", e.Msg, name)
 }
 
-// Is makes errors.Is(err, hostsql.ErrBusy) and the like match by primary
+// Is makes errors.Is(err, sqlite.ErrBusy) and the like match by primary
 // code.
 func (e *Error) Is(target error) bool {
 	c, ok := target.(Code)
@@ -51,9 +48,11 @@ const (
 	ErrConstraint Code = 19 // SQLITE_CONSTRAINT
 )
 
-// ErrNotWAL is wrapped by the error of opening a connection with RequireWAL
-// set on a file that is not in WAL mode.
-var ErrNotWAL = errors.New("the database file is not in WAL mode")
+// Codes of a step's outcome that are not errors.
+const (
+	codeRow  = 100 // SQLITE_ROW
+	codeDone = 101 // SQLITE_DONE
+)
 
 var codeNames = map[int]string{
 	1: "SQLITE_ERROR", 2: "SQLITE_INTERNAL", 3: "SQLITE_PERM", 4: "SQLITE_ABORT",
@@ -64,3 +63,10 @@ var codeNames = map[int]string{
 	21: "SQLITE_MISUSE", 22: "SQLITE_NOLFS", 23: "SQLITE_AUTH", 24: "SQLITE_FORMAT",
 	25: "SQLITE_RANGE", 26: "SQLITE_NOTADB", 27: "SQLITE_NOTICE", 28: "SQLITE_WARNING",
 }
+
+// messageError is an error whose text is SQLite's message alone, as nested
+// queries report it to a function's caller; it unwraps to the *Error.
+type messageError struct{ e *Error }
+
+func (m messageError) Error() string { return m.e.Msg }
+func (m messageError) Unwrap() error { return m.e }

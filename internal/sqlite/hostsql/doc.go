@@ -7,7 +7,9 @@
 //
 // A connection is opened with sqlite3_open_v2 (SQLITE_OPEN_URI, the
 // configured VFS) and runs statements with prepare_v2, bind, step, column and
-// finalize. Its DSN is go-sqlite3's for the settings the accountant's ledger
+// finalize: package sqlite's connection and statement helpers, the same that
+// dpsql's SQL functions use for their nested queries; this package has no C
+// of its own. Its DSN is go-sqlite3's for the settings the accountant's ledger
 // uses (see [ParseDSN]): _txlock=immediate makes every transaction a BEGIN
 // IMMEDIATE, _busy_timeout waits for another connection's lock, and
 // _foreign_keys, _journal_mode and _synchronous set their pragmas. A

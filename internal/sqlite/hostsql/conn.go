@@ -1,11 +1,5 @@
 package hostsql
 
-/*
-#cgo CFLAGS: -I${SRCDIR}/../../third_party/sqlite
-#include "hostsql.h"
-*/
-import "C"
-
 import (
 	"context"
 	"database/sql/driver"
@@ -16,8 +10,9 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 	"unsafe"
+
+	"github.com/dpsql/dpsql/internal/sqlite"
 )
 
 // Driver opens connections through an API table; register it with
@@ -56,11 +51,10 @@ func NewConnector(cfg Config) (*Connector, error) {
 	if cfg.API == nil {
 		return nil, errors.New("hostsql: no SQLite API table")
 	}
-	api := apiOf(cfg.API)
-	if v := int(C.dpsql_hs_libversion(api)); v < minVersion {
-		return nil, fmt.Errorf("hostsql: SQLite %s is too old: the driver needs 3.8.7 or later", versionString(v))
+	if v := sqlite.TableVersion(cfg.API); v < minVersion {
+		return nil, fmt.Errorf("hostsql: SQLite %s is too old: the driver needs 3.8.7 or later", sqlite.VersionName(v))
 	}
-	if C.dpsql_hs_threadsafe(api) == 0 {
+	if !sqlite.TableThreadsafe(cfg.API) {
 		return nil, errors.New("hostsql: this SQLite is built without thread safety (SQLITE_THREADSAFE=0), and Go calls it from several threads: use a SQLite built thread-safe")
 	}
 	switch cfg.TxLock {
@@ -77,10 +71,6 @@ func NewConnector(cfg Config) (*Connector, error) {
 	return &Connector{cfg: cfg}, nil
 }
 
-func versionString(v int) string {
-	return fmt.Sprintf("%d.%d.%d", v/1000000, v/1000%1000, v%1000)
-}
-
 // Driver returns a [Driver] over the connector's table and VFS.
 func (c *Connector) Driver() driver.Driver { return &Driver{API: c.cfg.API, VFS: c.cfg.VFS} }
 
@@ -90,27 +80,11 @@ func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
 		return nil, err
 	}
 	cfg := &c.cfg
-	api := apiOf(cfg.API)
-	name := cstr(cfg.Name)
-	defer cfree(name)
-	var vfs *C.char
-	if cfg.VFS != "" {
-		vfs = cstr(cfg.VFS)
-		defer cfree(vfs)
-	}
-	var db *C.sqlite3
-	rc := C.dpsql_hs_open(api, name, &db, C.SQLITE_OPEN_READWRITE|C.SQLITE_OPEN_CREATE|C.SQLITE_OPEN_URI|C.SQLITE_OPEN_FULLMUTEX, vfs)
-	if rc != C.SQLITE_OK {
-		var err error
-		if db != nil {
-			err = errorOf(api, db, rc)
-			C.dpsql_hs_close(api, db)
-		} else {
-			err = &Error{Code: int(rc) & 0xff, ExtendedCode: int(rc), Msg: C.GoString(C.dpsql_hs_errstr(api, rc))}
-		}
+	db, err := sqlite.Open(cfg.API, cfg.Name, sqlite.OpenReadWrite|sqlite.OpenCreate|sqlite.OpenURI|sqlite.OpenFullMutex, cfg.VFS)
+	if err != nil {
 		return nil, fmt.Errorf("hostsql: opening %s: %w", cfg.Name, err)
 	}
-	cn := &conn{api: api, db: db, txlock: cfg.TxLock}
+	cn := &conn{db: db, txlock: cfg.TxLock}
 	if err := cn.setup(ctx, cfg); err != nil {
 		cn.Close()
 		return nil, err
@@ -120,9 +94,8 @@ func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
 
 // setup applies cfg's settings to a new connection.
 func (c *conn) setup(ctx context.Context, cfg *Config) error {
-	C.dpsql_hs_extended_result_codes(c.api, c.db)
-	if rc := C.dpsql_hs_busy_timeout(c.api, c.db, C.int(cfg.BusyTimeout.Milliseconds())); rc != C.SQLITE_OK {
-		return fmt.Errorf("hostsql: setting the busy timeout: %w", errorOf(c.api, c.db, rc))
+	if err := c.db.SetBusyTimeout(int(cfg.BusyTimeout.Milliseconds())); err != nil {
+		return fmt.Errorf("hostsql: setting the busy timeout: %w", err)
 	}
 	var pragmas []string
 	if cfg.ForeignKeys != nil {
@@ -178,26 +151,10 @@ func displayName(name string) string {
 	return name
 }
 
-// errorOf is the *Error for rc from db.
-func errorOf(api capi, db *C.sqlite3, rc C.int) error {
-	e := &Error{Code: int(rc) & 0xff, ExtendedCode: int(rc)}
-	if db != nil {
-		e.Msg = C.GoString(C.dpsql_hs_errmsg(api, db))
-		if x := int(C.dpsql_hs_extended_errcode(api, db)); x&0xff == e.Code {
-			e.ExtendedCode = x
-		}
-	}
-	if e.Msg == "" || e.Msg == "not an error" {
-		e.Msg = C.GoString(C.dpsql_hs_errstr(api, rc))
-	}
-	return e
-}
-
 // conn is one SQLite connection; database/sql uses it from one goroutine at
 // a time.
 type conn struct {
-	api       capi
-	db        *C.sqlite3
+	db        sqlite.Conn // the zero Conn once closed
 	txlock    string
 	readOnlyT bool // a read-only transaction set query_only
 }
@@ -216,21 +173,20 @@ var (
 // Close closes the connection (close_v2: statements still open are
 // finalized when they are closed).
 func (c *conn) Close() error {
-	if c.db == nil {
+	if !c.db.Valid() {
 		return nil
 	}
-	rc := C.dpsql_hs_close(c.api, c.db)
 	db := c.db
-	c.db = nil
-	if rc != C.SQLITE_OK {
-		return fmt.Errorf("hostsql: closing: %w", errorOf(c.api, db, rc))
+	c.db = sqlite.Conn{}
+	if err := db.Close(); err != nil {
+		return fmt.Errorf("hostsql: closing: %w", err)
 	}
 	return nil
 }
 
 // Ping reports whether the connection is open.
 func (c *conn) Ping(ctx context.Context) error {
-	if c.db == nil {
+	if !c.db.Valid() {
 		return driver.ErrBadConn
 	}
 	return nil
@@ -245,7 +201,7 @@ func (c *conn) ResetSession(ctx context.Context) error {
 }
 
 // IsValid reports whether the connection is open and outside a transaction.
-func (c *conn) IsValid() bool { return c.db != nil && C.dpsql_hs_get_autocommit(c.api, c.db) != 0 }
+func (c *conn) IsValid() bool { return c.db.Autocommit() }
 
 // Begin starts a transaction with the configured lock.
 func (c *conn) Begin() (driver.Tx, error) { return c.BeginTx(context.Background(), driver.TxOptions{}) }
@@ -255,7 +211,7 @@ func (c *conn) Begin() (driver.Tx, error) { return c.BeginTx(context.Background(
 // PRAGMA query_only until it ends. SQLite's isolation is serializable: other
 // levels are refused.
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	if c.db == nil {
+	if !c.db.Valid() {
 		return nil, driver.ErrBadConn
 	}
 	switch opts.Isolation {
@@ -298,7 +254,7 @@ type tx struct{ c *conn }
 func (t *tx) Commit() error {
 	defer t.c.endReadOnly()
 	_, err := t.c.ExecContext(context.Background(), "COMMIT", nil)
-	if err != nil && t.c.db != nil && C.dpsql_hs_get_autocommit(t.c.api, t.c.db) == 0 {
+	if err != nil && t.c.db.Valid() && !t.c.db.Autocommit() {
 		t.c.ExecContext(context.Background(), "ROLLBACK", nil)
 	}
 	return err
@@ -307,10 +263,10 @@ func (t *tx) Commit() error {
 // Rollback rolls back (nothing to do when SQLite already did).
 func (t *tx) Rollback() error {
 	defer t.c.endReadOnly()
-	if t.c.db == nil {
+	if !t.c.db.Valid() {
 		return driver.ErrBadConn
 	}
-	if C.dpsql_hs_get_autocommit(t.c.api, t.c.db) != 0 {
+	if t.c.db.Autocommit() {
 		return nil
 	}
 	_, err := t.c.ExecContext(context.Background(), "ROLLBACK", nil)
@@ -326,12 +282,12 @@ func (c *conn) watch(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
-	api, db := c.api, c.db
+	db := c.db
 	go func() {
 		defer wg.Done()
 		select {
 		case <-ctx.Done():
-			C.dpsql_hs_interrupt(api, db)
+			db.Interrupt()
 		case <-done:
 		}
 	}()
@@ -341,37 +297,23 @@ func (c *conn) watch(ctx context.Context) (stop func()) {
 
 // stepError is the error of a failed step: the context's when it was the
 // context that interrupted it.
-func (c *conn) stepError(ctx context.Context, rc C.int) error {
-	if ctx.Err() != nil && int(rc)&0xff == int(ErrInterrupt) {
+func (c *conn) stepError(ctx context.Context, rc int) error {
+	if ctx.Err() != nil && rc&0xff == int(ErrInterrupt) {
 		return ctx.Err()
 	}
-	return errorOf(c.api, c.db, rc)
+	return c.db.Error(rc)
 }
 
 // prepareNext prepares the first statement of query, skipping empty ones
 // (blank text, comments, lone semicolons); s is nil when there is none.
 // rest is the text after it.
-func (c *conn) prepareNext(query string) (s *C.sqlite3_stmt, rest string, err error) {
-	for len(query) > 0 {
-		if len(query) > math.MaxInt32 {
-			return nil, "", errors.New("hostsql: statement text longer than 2 GiB")
-		}
-		var tail C.int
-		p := (*C.char)(unsafe.Pointer(unsafe.StringData(query)))
-		rc := C.dpsql_hs_prepare(c.api, c.db, p, C.int(len(query)), &s, &tail)
-		if rc != C.SQLITE_OK {
-			return nil, "", errorOf(c.api, c.db, rc)
-		}
-		rest = query[int(tail):]
-		if s != nil {
-			return s, rest, nil
-		}
-		if int(tail) == 0 {
-			break
-		}
-		query = rest
+func (c *conn) prepareNext(query string) (s *sqlite.Stmt, rest string, err error) {
+	s, rest, err = c.db.Prepare(query)
+	var se *sqlite.Error
+	if err != nil && !errors.As(err, &se) {
+		err = fmt.Errorf("hostsql: %w", err)
 	}
-	return nil, "", nil
+	return s, rest, err
 }
 
 // PrepareContext prepares one statement.
@@ -382,7 +324,7 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 // PrepareContext prepares one statement; text after it other than blanks,
 // comments and semicolons is an error.
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	if c.db == nil {
+	if !c.db.Valid() {
 		return nil, driver.ErrBadConn
 	}
 	s, rest, err := c.prepareNext(query)
@@ -393,9 +335,9 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, e
 		return nil, fmt.Errorf("hostsql: no statement in %q", query)
 	}
 	if more, _, err := c.prepareNext(rest); more != nil || err != nil {
-		C.dpsql_hs_finalize(c.api, s)
+		s.Finalize()
 		if more != nil {
-			C.dpsql_hs_finalize(c.api, more)
+			more.Finalize()
 		}
 		return nil, fmt.Errorf("hostsql: Prepare takes one statement, and %q has more after the first", query)
 	}
@@ -405,7 +347,7 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, e
 // ExecContext runs every statement of query, each taking its share of args
 // (go-sqlite3 does the same).
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	if c.db == nil {
+	if !c.db.Valid() {
 		return nil, driver.ErrBadConn
 	}
 	var res driver.Result = result{}
@@ -439,7 +381,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 // QueryContext runs every statement of query but the last, each taking its
 // share of args, and returns the rows of the last.
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if c.db == nil {
+	if !c.db.Valid() {
 		return nil, driver.ErrBadConn
 	}
 	s, rest, err := c.prepareNext(query)
@@ -477,7 +419,7 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 		_, err = st.ExecContext(ctx, args[:n])
 		st.Close()
 		if err != nil {
-			C.dpsql_hs_finalize(c.api, next)
+			next.Finalize()
 			return nil, err
 		}
 		args, s, rest = args[n:], next, after
@@ -486,7 +428,7 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 
 type stmt struct {
 	c    *conn
-	s    *C.sqlite3_stmt
+	s    *sqlite.Stmt
 	busy bool // rows are reading it
 }
 
@@ -496,16 +438,11 @@ var (
 )
 
 func (s *stmt) Close() error {
-	if s.s == nil {
-		return nil
-	}
-	rc := C.dpsql_hs_finalize(s.c.api, s.s)
-	s.s = nil
-	_ = rc // finalize repeats the last step's error, already reported
+	s.s.Finalize() // it would repeat the last step's error, already reported
 	return nil
 }
 
-func (s *stmt) NumInput() int { return int(C.dpsql_hs_bind_count(s.c.api, s.s)) }
+func (s *stmt) NumInput() int { return s.s.NumInput() }
 
 func (s *stmt) Exec(args []driver.Value) (driver.Result, error) {
 	return s.ExecContext(context.Background(), named(args))
@@ -526,18 +463,14 @@ func named(args []driver.Value) []driver.NamedValue {
 // bind resets the statement and binds args: by name (:name, @name or $name)
 // when an argument has one, else by position.
 func (s *stmt) bind(args []driver.NamedValue) error {
-	api := s.c.api
-	C.dpsql_hs_reset(api, s.s)
-	C.dpsql_hs_clear_bindings(api, s.s)
+	s.s.Reset()
+	s.s.ClearBindings()
 	pos := 0
 	for _, a := range args {
-		var idx C.int
+		var idx int
 		if a.Name != "" {
 			for _, p := range []string{":", "@", "$"} {
-				n := cstr(p + a.Name)
-				idx = C.dpsql_hs_bind_index(api, s.s, n)
-				cfree(n)
-				if idx > 0 {
+				if idx = s.s.ParamIndex(p + a.Name); idx > 0 {
 					break
 				}
 			}
@@ -546,51 +479,11 @@ func (s *stmt) bind(args []driver.NamedValue) error {
 			}
 		} else {
 			pos++
-			idx = C.int(pos)
+			idx = pos
 		}
-		if err := s.bindOne(idx, a.Value); err != nil {
-			return err
+		if err := s.s.Bind(idx, a.Value); err != nil {
+			return fmt.Errorf("hostsql: %w", err)
 		}
-	}
-	return nil
-}
-
-// timeFormat is how a time.Time argument is stored (go-sqlite3's first
-// format, which SQLite's date functions read).
-const timeFormat = "2006-01-02 15:04:05.999999999-07:00"
-
-func (s *stmt) bindOne(i C.int, v driver.Value) error {
-	api := s.c.api
-	var rc C.int
-	switch x := v.(type) {
-	case nil:
-		rc = C.dpsql_hs_bind_null(api, s.s, i)
-	case int64:
-		rc = C.dpsql_hs_bind_int64(api, s.s, i, C.sqlite3_int64(x))
-	case float64:
-		rc = C.dpsql_hs_bind_double(api, s.s, i, C.double(x))
-	case bool:
-		b := C.sqlite3_int64(0)
-		if x {
-			b = 1
-		}
-		rc = C.dpsql_hs_bind_int64(api, s.s, i, b)
-	case string:
-		rc = C.dpsql_hs_bind_text(api, s.s, i, (*C.char)(unsafe.Pointer(unsafe.StringData(x))), C.sqlite3_int64(len(x)))
-	case []byte:
-		if x == nil {
-			rc = C.dpsql_hs_bind_null(api, s.s, i)
-		} else {
-			rc = C.dpsql_hs_bind_blob(api, s.s, i, unsafe.Pointer(unsafe.SliceData(x)), C.sqlite3_int64(len(x)))
-		}
-	case time.Time:
-		t := x.Format(timeFormat)
-		rc = C.dpsql_hs_bind_text(api, s.s, i, (*C.char)(unsafe.Pointer(unsafe.StringData(t))), C.sqlite3_int64(len(t)))
-	default:
-		return fmt.Errorf("hostsql: cannot bind argument %d of type %T (want nil, int64, float64, bool, string, []byte or time.Time)", int(i), v)
-	}
-	if rc != C.SQLITE_OK {
-		return fmt.Errorf("hostsql: binding argument %d: %w", int(i), errorOf(api, s.c.db, rc))
 	}
 	return nil
 }
@@ -613,16 +506,17 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 	stop := s.c.watch(ctx)
 	defer stop()
 	for {
-		switch rc := C.dpsql_hs_step(s.c.api, s.s); rc {
-		case C.SQLITE_ROW:
+		row, rc := s.s.Step()
+		switch {
+		case row:
 			continue
-		case C.SQLITE_DONE:
-			r := result{id: int64(C.dpsql_hs_last_insert_rowid(s.c.api, s.c.db)), n: int64(C.dpsql_hs_changes(s.c.api, s.c.db))}
-			C.dpsql_hs_reset(s.c.api, s.s)
+		case sqlite.Done(rc):
+			r := result{id: s.c.db.LastInsertRowid(), n: s.c.db.Changes()}
+			s.s.Reset()
 			return r, nil
 		default:
 			err := s.c.stepError(ctx, rc)
-			C.dpsql_hs_reset(s.c.api, s.s)
+			s.s.Reset()
 			return nil, err
 		}
 	}
@@ -638,10 +532,9 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 	if err := s.bind(args); err != nil {
 		return nil, err
 	}
-	n := int(C.dpsql_hs_column_count(s.c.api, s.s))
-	cols := make([]string, n)
+	cols := make([]string, s.s.ColumnCount())
 	for i := range cols {
-		cols[i] = C.GoString(C.dpsql_hs_column_name(s.c.api, s.s, C.int(i)))
+		cols[i] = s.s.ColumnName(i)
 	}
 	s.busy = true
 	return &rows{s: s, ctx: ctx, cols: cols, stop: s.c.watch(ctx)}, nil
@@ -663,10 +556,10 @@ func (r *rows) Columns() []string { return r.cols }
 
 // ColumnTypeDatabaseTypeName is the column's declared type, upper case.
 func (r *rows) ColumnTypeDatabaseTypeName(i int) string {
-	if r.s.s == nil {
+	if r.s.s.Finalized() {
 		return ""
 	}
-	return strings.ToUpper(C.GoString(C.dpsql_hs_column_decltype(r.s.c.api, r.s.s, C.int(i))))
+	return strings.ToUpper(r.s.s.ColumnDecltype(i))
 }
 
 func (r *rows) Close() error {
@@ -677,8 +570,8 @@ func (r *rows) Close() error {
 	r.s.busy = false
 	if r.owned {
 		r.s.Close()
-	} else if r.s.s != nil {
-		C.dpsql_hs_reset(r.s.c.api, r.s.s)
+	} else if !r.s.s.Finalized() {
+		r.s.s.Reset()
 	}
 	r.s = nil
 	return nil
@@ -688,39 +581,17 @@ func (r *rows) Next(dest []driver.Value) error {
 	if r.done {
 		return io.EOF
 	}
-	api, st := r.s.c.api, r.s.s
-	switch rc := C.dpsql_hs_step(api, st); rc {
-	case C.SQLITE_ROW:
-	case C.SQLITE_DONE:
+	row, rc := r.s.s.Step()
+	switch {
+	case row:
+	case sqlite.Done(rc):
 		r.done = true
 		return io.EOF
 	default:
 		r.done = true
 		return r.s.c.stepError(r.ctx, rc)
 	}
-	for i := range dest {
-		ci := C.int(i)
-		switch C.dpsql_hs_column_type(api, st, ci) {
-		case C.SQLITE_INTEGER:
-			dest[i] = int64(C.dpsql_hs_column_int64(api, st, ci))
-		case C.SQLITE_FLOAT:
-			dest[i] = float64(C.dpsql_hs_column_double(api, st, ci))
-		case C.SQLITE_TEXT:
-			var n C.int
-			p := C.dpsql_hs_column_text(api, st, ci, &n)
-			dest[i] = C.GoStringN((*C.char)(p), n)
-		case C.SQLITE_BLOB:
-			var n C.int
-			p := C.dpsql_hs_column_blob(api, st, ci, &n)
-			if n == 0 {
-				dest[i] = []byte{}
-			} else {
-				dest[i] = C.GoBytes(p, n)
-			}
-		default:
-			dest[i] = nil
-		}
-	}
+	r.s.s.Row(dest, true)
 	return nil
 }
 
@@ -728,16 +599,13 @@ func (r *rows) Next(dest []driver.Value) error {
 // (a sqlite3*) is opened through, asked with SQLITE_FCNTL_VFS_POINTER: a
 // second connection opened through it locks the file as db's does.
 func VFSName(api, db unsafe.Pointer) (string, error) {
-	var rc C.int
-	p := C.dpsql_hs_vfs_name(apiOf(api), (*C.sqlite3)(db), &rc)
-	if p == nil {
-		return "", fmt.Errorf("hostsql: the connection's VFS is unknown (file_control SQLITE_FCNTL_VFS_POINTER: %w)", &Error{Code: int(rc) & 0xff, ExtendedCode: int(rc), Msg: C.GoString(C.dpsql_hs_errstr(apiOf(api), rc))})
+	name, err := sqlite.NewConn(api, db).VFSName()
+	if err != nil {
+		return "", fmt.Errorf("hostsql: %w", err)
 	}
-	return C.GoString(p), nil
+	return name, nil
 }
 
 // Filename returns the file name of the main database of the connection db
 // (a sqlite3*): "" for an in-memory or temporary database.
-func Filename(api, db unsafe.Pointer) string {
-	return C.GoString(C.dpsql_hs_db_filename(apiOf(api), (*C.sqlite3)(db)))
-}
+func Filename(api, db unsafe.Pointer) string { return sqlite.NewConn(api, db).Filename() }

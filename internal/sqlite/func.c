@@ -1,9 +1,9 @@
-// See aggregate_shim.h. SQLite is reached only through the API table
-// dpsql_sqlfuncs_api (handle.go sets it at Register).
+// See func.h. SQLite is reached only through the API table dpsql_api
+// (conn.go's SetAPI sets it).
 #include <stdlib.h>
-#define DPSQL_API dpsql_sqlfuncs_api
+#define DPSQL_API dpsql_api
 #include "dpsqlapi.h"
-#include "aggregate_shim.h"
+#include "func.h"
 #include "_cgo_export.h"
 
 DPSQL_API_DEFINE;

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package sqlfuncs
+package sqlite
 
 // mapping is unused off Linux: buffers come from the Go heap.
 type mapping struct{ floats []float32 }

@@ -1,4 +1,4 @@
-package sqlfuncs
+package sqlite
 
 import "testing"
 
@@ -7,23 +7,23 @@ import "testing"
 // when only part of it was; an alloc of another size does not take it; free
 // and dropSpare unmap it.
 func TestArenaPrepare(t *testing.T) {
-	const n = 1 << 21 // 8 MB of float32s, above hugeThreshold
+	const n = 1 << 21 // 8 MB of float32s, above HugeThreshold
 	for _, fill := range []int{n, n / 3, 0} {
-		a := newFloatArena()
-		a.prepare(n, fill)
+		a := NewArena()
+		a.Prepare(n, fill)
 		spare := a.spare
 		if spare == nil {
 			t.Fatal("prepare mapped nothing: Linux's anonymous mappings are arena_linux.go's")
 		}
-		a.prepare(n, fill) // one spare at a time
+		a.Prepare(n, fill) // one spare at a time
 		if a.spare != spare {
 			t.Fatal("a second prepare replaced the spare")
 		}
-		other := a.alloc(n / 2)
+		other := a.Alloc(n / 2)
 		if a.spare != spare || cap(other) != n/2 {
 			t.Fatal("an alloc of another size took the spare")
 		}
-		x := a.alloc(n)
+		x := a.Alloc(n)
 		if a.spare != nil || cap(x) != n || &x[:1][0] != &spare.floats[0] {
 			t.Fatalf("alloc(%d) did not return the prepared buffer", n)
 		}
@@ -39,13 +39,13 @@ func TestArenaPrepare(t *testing.T) {
 				t.Fatalf("fill %d: the buffer changed under population at %d", fill, i)
 			}
 		}
-		a.prepare(n, fill)
-		a.dropSpare()
+		a.Prepare(n, fill)
+		a.DropSpare()
 		if a.spare != nil {
 			t.Fatal("dropSpare kept the spare")
 		}
-		a.prepare(n, fill)
-		a.free()
+		a.Prepare(n, fill)
+		a.Free()
 		if a.spare != nil || a.maps != nil {
 			t.Fatal("free kept buffers")
 		}

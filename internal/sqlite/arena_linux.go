@@ -1,4 +1,4 @@
-package sqlfuncs
+package sqlite
 
 import (
 	"syscall"

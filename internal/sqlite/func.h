@@ -1,11 +1,11 @@
-// The C side of dpsql's SQL functions (aggregate.go): SQLite calls
-// dpsql_func (scalars) or dpsql_agg_step and dpsql_agg_final (aggregates),
-// which hand a call's arguments to Go in one cgo call, without go-sqlite3's
-// reflective callbacks, and set the result Go returns. Every call into SQLite
-// goes through the package's API table (handle.go, dpsqlapi.h), never through
-// SQLite's symbols.
-#ifndef DPSQL_AGGREGATE_SHIM_H
-#define DPSQL_AGGREGATE_SHIM_H
+// The C side of dpsql's SQL functions (func.go): SQLite calls dpsql_func
+// (scalars) or dpsql_agg_step and dpsql_agg_final (aggregates), which hand a
+// call's arguments to Go in one cgo call, without go-sqlite3's reflective
+// callbacks, and set the result Go returns. Every call into SQLite goes
+// through the package's API table (conn.go, dpsqlapi.h), never through
+// SQLite's symbols. dpsql_arg also carries a row's columns (stmt.go).
+#ifndef DPSQL_FUNC_H
+#define DPSQL_FUNC_H
 #include <stdint.h>
 
 typedef struct {

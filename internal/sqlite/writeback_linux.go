@@ -1,4 +1,4 @@
-package sqlfuncs
+package sqlite
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// writeback makes a growing file durable as it grows: while a release
+// Writeback makes a growing file durable as it grows: while a release
 // streams 188 MB into the WAL, the kernel would otherwise keep it in the page
 // cache until the commit's fsync, which then waits for every byte. Each
 // request runs fdatasync on the file, on a goroutine of its own, so the disk
@@ -24,22 +24,22 @@ import (
 // read-only and holds no lock on it; SQLite locks the database and its -shm
 // file, never the -wal, so closing this descriptor releases none of SQLite's
 // POSIX locks.
-type writeback struct {
+type Writeback struct {
 	f     *os.File
 	kick  chan struct{}
 	done  chan struct{}
-	tick  chan struct{} // closed by stop, ending every's requests
-	ticks chan struct{} // closed when every's goroutine has ended
+	tick  chan struct{} // closed by stop, ending Every's requests
+	ticks chan struct{} // closed when Every's goroutine has ended
 }
 
-// startWriteback starts a writeback of the file at path; it returns nil (a
-// writeback that does nothing) if the file cannot be opened.
-func startWriteback(path string) *writeback {
+// StartWriteback starts a writeback of the file at path; it returns nil (a
+// Writeback that does nothing) if the file cannot be opened.
+func StartWriteback(path string) *Writeback {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
 	}
-	w := &writeback{f: f, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &Writeback{f: f, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		for range w.kick {
@@ -49,9 +49,9 @@ func startWriteback(path string) *writeback {
 	return w
 }
 
-// start asks for the file's written pages to be made durable, without
+// Start asks for the file's written pages to be made durable, without
 // waiting; a request while one is under way is merged with the next.
-func (w *writeback) start() {
+func (w *Writeback) Start() {
 	if w == nil {
 		return
 	}
@@ -61,13 +61,13 @@ func (w *writeback) start() {
 	}
 }
 
-// every makes a request every d until stop: once the release is written, the
+// Every makes a request every d until stop: once the release is written, the
 // commit still writes into the WAL before its fsync (SQLite's cache, and the
 // headers of every frame after the first one rewritten in place, whose
 // checksums it recomputes: 10,000 frames of a 188 MB release in a file of
 // 16 KiB pages, none in one of ext's 64 KiB pages, where the table's root
 // does not split), and these requests write that out while it does.
-func (w *writeback) every(d time.Duration) {
+func (w *Writeback) Every(d time.Duration) {
 	if w == nil || w.tick != nil {
 		return
 	}
@@ -81,15 +81,15 @@ func (w *writeback) every(d time.Duration) {
 			case <-w.tick:
 				return
 			case <-t.C:
-				w.start()
+				w.Start()
 			}
 		}
 	}()
 }
 
-// stop ends the writeback, waiting for a request under way, and closes the
+// Stop ends the writeback, waiting for a request under way, and closes the
 // file.
-func (w *writeback) stop() {
+func (w *Writeback) Stop() {
 	if w == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package sqlfuncs
+package sqlite
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ func TestWriteback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	wb := startWriteback(path)
+	wb := StartWriteback(path)
 	if wb == nil {
 		t.Fatal("startWriteback returned nil on Linux")
 	}
@@ -37,12 +37,12 @@ func TestWriteback(t *testing.T) {
 		}
 		want.Write(block)
 		if i%16 == 15 {
-			wb.start()
-			wb.start()
+			wb.Start()
+			wb.Start()
 		}
 	}
-	wb.start()
-	wb.stop()
+	wb.Start()
+	wb.Stop()
 	var cs unix.Cachestat_t
 	if err := unix.Cachestat(uint(f.Fd()), &unix.CachestatRange{}, &cs, 0); err != nil {
 		t.Fatalf("cachestat: %v", err)
@@ -57,13 +57,13 @@ func TestWriteback(t *testing.T) {
 	if !bytes.Equal(got, want.Bytes()) {
 		t.Fatalf("the file changed under writeback (%d bytes, want %d)", len(got), want.Len())
 	}
-	if w := startWriteback(filepath.Join(t.TempDir(), "missing-wal")); w != nil {
-		w.stop()
+	if w := StartWriteback(filepath.Join(t.TempDir(), "missing-wal")); w != nil {
+		w.Stop()
 		t.Fatal("a writeback of a missing file is not a no-op")
 	}
-	var none *writeback
-	none.start()
-	none.stop()
+	var none *Writeback
+	none.Start()
+	none.Stop()
 }
 
 // TestWritebackEvery checks the writeback that keeps running through a
@@ -78,9 +78,9 @@ func TestWritebackEvery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	wb := startWriteback(path)
-	defer wb.stop()
-	wb.every(commitSyncEvery)
+	wb := StartWriteback(path)
+	defer wb.Stop()
+	wb.Every(2 * time.Millisecond) // dp_avgmix's commitSyncEvery
 	block := bytes.Repeat([]byte{7}, 1<<20)
 	for range 16 {
 		if _, err := f.Write(block); err != nil {
