@@ -72,17 +72,25 @@ func register(db sqlite.Conn, f *sqlFunc, nargs, flags int) error {
 		body := f.scalar
 		sf.Scalar = func(args []any) (any, error) { return body(args...) }
 	} else {
-		newAgg := f.new
-		sf.New = func() sqlite.Aggregate { return aggregateRun{newAgg()} }
+		newAgg, name := f.new, f.name
+		sf.New = func() sqlite.Aggregate { return aggregateRun{newAgg(), name} }
 	}
 	return db.CreateFunction(sf)
 }
 
-// aggregateRun is an aggregate as package sqlite runs it.
-type aggregateRun struct{ a aggregate }
+// aggregateRun is an aggregate as package sqlite runs it; its errors name
+// the function once.
+type aggregateRun struct {
+	a    aggregate
+	name string
+}
 
-func (r aggregateRun) Step(args []any) error { return r.a.step(args) }
-func (r aggregateRun) Final() (any, error)   { return r.a.final() }
+func (r aggregateRun) Step(args []any) error { return named(r.name, r.a.step(args)) }
+
+func (r aggregateRun) Final() (any, error) {
+	v, err := r.a.final()
+	return v, named(r.name, err)
+}
 
 // registerAggregate adds a release aggregate of nargs arguments whose rows
 // reach step in one cgo call each, their BLOBs not copied: go-sqlite3's

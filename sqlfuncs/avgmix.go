@@ -141,7 +141,7 @@ func (a *avgmixAgg) startCalibration() {
 		defer ledger.ReleaseLedger(c.path)
 		var err error
 		defer guard(fn, &err) // a panic, too, only loses the head start
-		st, err := c.budget(fn, scope)
+		st, err := c.budget(scope)
 		if err != nil {
 			return
 		}
@@ -273,7 +273,7 @@ func (a *avgmixAgg) request() (*avgmixRequest, error) {
 	}
 	// The budget: mu, or (epsilon, delta); calibration is rigorous (PLD) at
 	// the scope's delta for mu, at the given delta otherwise.
-	st, err := a.c.budget(fn, a.c.Scope())
+	st, err := a.c.budget(a.c.Scope())
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +287,7 @@ func (a *avgmixAgg) request() (*avgmixRequest, error) {
 	// A taken name is public: refuse it before any noise is drawn (the
 	// release's transaction checks again).
 	if taken, err := a.c.tableExists(o.Into); err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, err
 	} else if taken {
 		return nil, fmt.Errorf("%s: table %q already exists; releases never overwrite, choose another \"into\"", fn, o.Into)
 	}
@@ -301,7 +301,7 @@ func (o *avgmixOptions) budget(fn string, st accountant.Budget) (mu, eps, delta 
 	case o.Mu != nil && o.Epsilon != nil:
 		return 0, 0, 0, fmt.Errorf("%s: give either \"mu\" or \"epsilon\" (with \"delta\"), not both", fn)
 	case o.Mu != nil:
-		if mu, err = positive(fn, "mu", *o.Mu); err != nil {
+		if mu, err = checkNumber(fn, positive("mu"), *o.Mu); err != nil {
 			return 0, 0, 0, err
 		}
 		if o.Delta != nil {
@@ -309,20 +309,20 @@ func (o *avgmixOptions) budget(fn string, st accountant.Budget) (mu, eps, delta 
 		}
 		delta = st.Delta
 		if eps, err = accountant.Epsilon(mu, delta); err != nil {
-			return 0, 0, 0, fmt.Errorf("%s: %w", fn, err)
+			return 0, 0, 0, err
 		}
 	case o.Epsilon != nil:
-		if eps, err = positive(fn, "epsilon", *o.Epsilon); err != nil {
+		if eps, err = checkNumber(fn, positive("epsilon"), *o.Epsilon); err != nil {
 			return 0, 0, 0, err
 		}
 		if o.Delta == nil {
 			return 0, 0, 0, fmt.Errorf("%s: \"epsilon\" needs \"delta\"", fn)
 		}
-		if delta, err = probability(fn, "delta", *o.Delta); err != nil {
+		if delta, err = checkNumber(fn, probability("delta"), *o.Delta); err != nil {
 			return 0, 0, 0, err
 		}
 		if mu, err = accountant.Mu(eps, delta); err != nil {
-			return 0, 0, 0, fmt.Errorf("%s: %w", fn, err)
+			return 0, 0, 0, err
 		}
 	default:
 		return 0, 0, 0, fmt.Errorf("%s: option \"mu\" (or \"epsilon\" and \"delta\") is required: the privacy budget of this release", fn)
@@ -359,7 +359,7 @@ func (o *avgmixOptions) params(fn string) (avgmix.Params, error) {
 		dst  *float64
 	}{{"lambda", o.Lambda, &p.Lambda}, {"cx", o.Cx, &p.Cx}, {"cy", o.Cy, &p.Cy}, {"p", o.P, &p.P}} {
 		if f.v != nil {
-			if *f.dst, err = positive(fn, f.name, *f.v); err != nil {
+			if *f.dst, err = checkNumber(fn, positive(f.name), *f.v); err != nil {
 				return p, err
 			}
 		}
@@ -381,7 +381,7 @@ func (a *avgmixAgg) releaseAsserted(req *avgmixRequest) (string, error) {
 	}
 	plan, err := avgmix.NewPlan(req.noise, n, a.rows.D, req.k, p)
 	if err != nil {
-		return "", mechanismError(fn, err)
+		return "", named(fn, err)
 	}
 	return a.charge(req, plan, n, nil)
 }
@@ -438,7 +438,7 @@ func (a *avgmixAgg) releaseNoisyCount(req *avgmixRequest) (string, error) {
 func (a *avgmixAgg) chargeCount(req *avgmixRequest, nc *noisyCount, refused error) (ledger.Receipt, error) {
 	const fn = "dp_avgmix"
 	q, err := mechanism.NewQuote(nc.mech, req.scopeDelta, accountant.Price, release.NoiseTVOf(1), mechanism.AvgmixCount{
-		Into: req.o.Into, NSource: mechanism.NNoisyCount, NNoisy: nc.value, MuN: nc.mu, ReleaseRefused: refused.Error(),
+		Into: req.o.Into, NSource: mechanism.NNoisyCount, NNoisy: nc.value, MuN: nc.mu, ReleaseRefused: named(fn, refused).Error(),
 	})
 	if err != nil {
 		return ledger.Receipt{}, err
@@ -467,7 +467,7 @@ func (a *avgmixAgg) releaseWithCount(req *avgmixRequest, nc *noisyCount) (string
 	}
 	plan, err := avgmix.NewPlan(req.noise, n, a.rows.D, req.k, p)
 	if err != nil {
-		return "", mechanismError(fn, err)
+		return "", named(fn, err)
 	}
 	return a.charge(req, plan, n, nc)
 }
@@ -489,7 +489,7 @@ func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, n int, nc *noi
 	}
 	quote, err := plan.Quote(prior, rec, req.scopeDelta, accountant.Price)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", fn, err)
+		return "", err
 	}
 	// The calibration certified the charged mechanism at the target delta;
 	// confirm it on the quote, as a guard against a broken invariant (at
@@ -498,7 +498,7 @@ func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, n int, nc *noi
 	epsTarget := quote.Epsilon
 	if delta != quote.Delta {
 		if epsTarget, err = accountant.Price(quote.Mechanism, delta); err != nil {
-			return "", fmt.Errorf("%s: %w", fn, err)
+			return "", err
 		}
 	}
 	if epsTarget > req.eps {
@@ -523,7 +523,7 @@ func (a *avgmixAgg) charge(req *avgmixRequest, plan *avgmix.Plan, n int, nc *noi
 	}
 	b, err := json.Marshal(avgmixSummaryOf(quote, receipt))
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", fn, err)
+		return "", err
 	}
 	return string(b), nil
 }
@@ -615,7 +615,7 @@ func writeAvgmix(fn string, tx *sql.Tx, into string, noise *release.Noise, data 
 		report(fn, plan.T, plan.T)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", fn, err)
+		return err
 	}
 	wb.Every(commitSyncEvery)
 	return nil

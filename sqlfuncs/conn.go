@@ -132,7 +132,7 @@ func (c *Conn) charge(fn string, ac ledger.Charge, release func(tx *sql.Tx) (map
 	}
 	l, err := c.ledger()
 	if err != nil {
-		return ledger.Receipt{}, fmt.Errorf("%s: %w", fn, err)
+		return ledger.Receipt{}, named(fn, err)
 	}
 	// A release's errors already name the function (they are the
 	// mechanism's); the ledger's get the name here.
@@ -166,7 +166,7 @@ func (c *Conn) charge(fn string, ac ledger.Charge, release func(tx *sql.Tx) (map
 		// lock, or while a release was being written): it rolled back.
 		err = fmt.Errorf("%s: the statement was interrupted; the release was rolled back and nothing was charged", fn)
 	case err != nil && relErr == nil:
-		err = fmt.Errorf("%s: %w", fn, err)
+		err = named(fn, err)
 	}
 	if err != nil {
 		c.rememberFailure(exec, err)

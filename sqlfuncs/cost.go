@@ -48,29 +48,23 @@ func parseMechanisms(fn string, v any) ([]mechanism.Mechanism, error) {
 
 // cost parses (mechanism_json, delta) and returns the mechanisms, delta and
 // their rigorous epsilon.
-func cost(fn string, args []any) ([]mechanism.Mechanism, float64, float64, error) {
-	if err := arity(fn, args, 2, 2, "(mechanism_json, delta)"); err != nil {
-		return nil, 0, 0, err
-	}
-	ms, err := parseMechanisms(fn, args[0])
+func cost(fn string, a *args) ([]mechanism.Mechanism, float64, float64, error) {
+	ms, err := parseMechanisms(fn, a.raw("mechanism_json"))
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	d, err := probability(fn, "delta", args[1])
-	if err != nil {
-		return nil, 0, 0, err
-	}
+	d := a.num("delta", 0)
 	eps, err := accountant.RigorousEpsilon(ms, d)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("%s: %w", fn, err)
+		return nil, 0, 0, err
 	}
 	return ms, d, eps, nil
 }
 
 // dpCost implements dp_cost(mechanism_json, delta): the rigorous epsilon of a
 // planned release, charging nothing.
-func dpCost(args ...any) (any, error) {
-	_, _, eps, err := cost("dp_cost", args)
+func dpCost(a *args) (any, error) {
+	_, _, eps, err := cost("dp_cost", a)
 	if err != nil {
 		return nil, err
 	}
@@ -80,8 +74,8 @@ func dpCost(args ...any) (any, error) {
 // dpCostReport implements dp_cost_report(mechanism_json, delta): a JSON object
 // with the rigorous epsilon, the GDP (central-limit for subsampled entries) mu
 // and its epsilon, for comparison.
-func dpCostReport(args ...any) (any, error) {
-	ms, d, eps, err := cost("dp_cost_report", args)
+func dpCostReport(a *args) (any, error) {
+	ms, d, eps, err := cost("dp_cost_report", a)
 	if err != nil {
 		return nil, err
 	}
@@ -103,32 +97,17 @@ func dpCostReport(args ...any) (any, error) {
 
 // dpEpsilon implements dp_epsilon([scope,] delta): the rigorous epsilon of
 // everything the scope (default: the connection's) has spent.
-func (c *Conn) dpEpsilon(args ...any) (any, error) {
-	const fn = "dp_epsilon"
-	if err := arity(fn, args, 1, 2, "([scope,] delta)"); err != nil {
-		return nil, err
-	}
+func (c *Conn) dpEpsilon(a *args) (any, error) {
 	scope := c.Scope()
-	if len(args) == 2 {
-		var err error
-		if scope, err = text(fn, "scope", args[0]); err != nil {
+	if a.has("scope") {
+		scope = a.str("scope", "")
+		if err := c.otherScope("dp_epsilon", scope); err != nil {
 			return nil, err
 		}
-		if err := c.otherScope(fn, scope); err != nil {
-			return nil, err
-		}
-	}
-	d, err := probability(fn, "delta", args[len(args)-1])
-	if err != nil {
-		return nil, err
 	}
 	l, err := c.ledger()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, err
 	}
-	eps, err := l.ScopeEpsilon(context.Background(), scope, d)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
-	}
-	return eps, nil
+	return l.ScopeEpsilon(context.Background(), scope, a.num("delta", 0))
 }

@@ -52,26 +52,13 @@ type optKey struct {
 // repeated call neither re-reads nor re-verifies.
 var optVerified sync.Map // optKey -> []uint64
 
-func (c *Conn) dpOptNoise(args ...any) (any, error) {
+func (c *Conn) dpOptNoise(a *args) (any, error) {
 	const fn = "dp_optnoise"
-	if err := arity(fn, args, 4, 5, "(x, sensitivity, epsilon, delta [, loss])"); err != nil {
-		return nil, err
-	}
-	x, sens, eps, delta, err := noiseArgs(fn, args, true, 1)
-	if err != nil {
-		return nil, err
-	}
-	loss := optnoise.L1
-	if len(args) == 5 {
-		s, err := text(fn, "loss", args[4])
-		if err != nil {
-			return nil, err
-		}
-		loss = optnoise.Loss(strings.ToLower(s))
-	}
+	x, sens, eps, delta := a.num("x", 0), a.num("sensitivity", 0), a.num("epsilon", 0), a.num("delta", 0)
+	loss := optnoise.Loss(strings.ToLower(a.str("loss", string(optnoise.L1))))
 	p, err := optnoise.Default(eps, delta, loss)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, err
 	}
 	key := optKey{eps, delta, loss, p.PerUnit, p.Half}
 	w, fresh, err := c.optWeights(fn, p, key)
@@ -80,7 +67,7 @@ func (c *Conn) dpOptNoise(args ...any) (any, error) {
 	}
 	g, err := release.NewGridNoise(w, p.PerUnit, sens)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, err
 	}
 	d, err := optnoise.Verify(w, p.PerUnit, eps, delta) // cheap; the memo holds verified weights only
 	if err != nil {
@@ -123,7 +110,7 @@ func (c *Conn) optWeights(fn string, p optnoise.Problem, key optKey) (w []uint64
 	}
 	l, err := c.ledger()
 	if err != nil {
-		return nil, false, fmt.Errorf("%s: %w", fn, err)
+		return nil, false, err
 	}
 	var blob []byte
 	err = l.View(context.Background(), func(q ledger.Queryer) error {

@@ -101,14 +101,9 @@ type selectTopmOptions struct {
 // output table, the budget) is made before the charge commits and before any
 // noise is drawn; the selection and the release run inside the charge's
 // transaction, so the output table exists only if the charge committed.
-func (c *Conn) dpSelectTopm(table, options any) (out string, err error) {
+func (c *Conn) dpSelectTopm(name string, options any) (out string, err error) {
 	const fn = "dp_select_topm"
-	defer guard(fn, &err)
 	start := time.Now()
-	name, err := text(fn, "table", table)
-	if err != nil {
-		return "", fmt.Errorf("%w: pass the name of a base table, e.g. dp_select_topm('train', json_object(...))", err)
-	}
 	opts, err := optionBytes(fn, options)
 	if err != nil {
 		return "", err
@@ -132,7 +127,7 @@ func (c *Conn) dpSelectTopm(table, options any) (out string, err error) {
 		return "", err
 	}
 	if taken, err := c.tableExists(o.Into); err != nil {
-		return "", fmt.Errorf("%s: %w", fn, err)
+		return "", err
 	} else if taken {
 		return "", fmt.Errorf("%s: table %q already exists; releases never overwrite, choose another \"into\"", fn, o.Into)
 	}
@@ -314,10 +309,10 @@ func planSelectTopm(in *topmInput, o selectTopmOptions) (*selectTopmPlan, error)
 	pl.p = p
 	// The mechanisms must be describable before anything is read or drawn.
 	if _, err := p.SelectMechanisms(r.D); err != nil {
-		return nil, mechanismError(fn, err)
+		return nil, named(fn, err)
 	}
 	if _, err := p.ReleaseMechanisms(); err != nil {
-		return nil, mechanismError(fn, err)
+		return nil, named(fn, err)
 	}
 	pl.rec = mechanism.SelectTopm{Into: o.Into, SourceRowid: "rowid", Order: "source_rowid", Features: o.Features, Label: o.Label}
 	return pl, nil
@@ -339,13 +334,13 @@ func (c *Conn) selectTopm(in *topmInput, o selectTopmOptions, start time.Time) (
 		noise = c.noise
 	}
 	// The quote: the one pricing of the call, at the scope's delta.
-	b, err := c.budget(fn, c.Scope())
+	b, err := c.budget(c.Scope())
 	if err != nil {
 		return "", err
 	}
 	quote, err := pl.p.Quote(r.D, r.N, pl.rec, b.Delta, accountant.Price)
 	if err != nil {
-		return "", mechanismError(fn, err)
+		return "", named(fn, err)
 	}
 	data := dfs.Data{X: r.features(), D: r.D, Labels: r.Classes, N: r.N}
 	var sel dfs.Selection
@@ -362,7 +357,7 @@ func (c *Conn) selectTopm(in *topmInput, o selectTopmOptions, start time.Time) (
 	}
 	out, err := json.Marshal(selectTopmSummaryOf(quote, sel, receipt, time.Since(start)))
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", fn, err)
+		return "", err
 	}
 	return string(out), nil
 }
@@ -409,7 +404,7 @@ func writeSelectTopm(fn string, tx *sql.Tx, c *Conn, noise *release.Noise, data 
 	}
 	sel, err := dfs.Select(noise, data, pl.p)
 	if err != nil {
-		return sel, mechanismError(fn, err)
+		return sel, named(fn, err)
 	}
 	if _, err := tx.Exec(`CREATE TABLE ` + q + ` (id INTEGER PRIMARY KEY, source_rowid INTEGER NOT NULL, x BLOB NOT NULL, label INTEGER NOT NULL)`); err != nil {
 		return sel, fmt.Errorf("%s: creating %s: %w", fn, into, err)
@@ -436,7 +431,7 @@ func writeSelectTopm(fn string, tx *sql.Tx, c *Conn, noise *release.Noise, data 
 	}
 	report(fn, n, n)
 	if err != nil {
-		return sel, fmt.Errorf("%s: %w", fn, err)
+		return sel, err
 	}
 	return sel, nil
 }

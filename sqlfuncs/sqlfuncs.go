@@ -1,6 +1,12 @@
-// Package sqlfuncs is dpsql's SQL surface: it checks arguments, decodes BLOB
-// vectors, charges the ledger (package accountant) and calls the mechanisms
-// (package release). It holds no mathematics of its own.
+// Package sqlfuncs is dpsql's SQL surface: it checks arguments, decodes
+// vectors (package vector) and options, charges the ledger (package ledger)
+// and calls the mechanisms (package release). It holds no mathematics of its
+// own, and no C: SQLite is reached through package internal/sqlite.
+//
+// Each scalar function's arguments are declared once, as a signature (its
+// name, and each argument's name and what it must be: args.go), checked
+// before its body runs; every error a function returns names it once
+// ("dp_init: mu must be > 0, got -1").
 //
 // [Register] adds dpsql's SQL functions (dp_init, dp_gaussian, dp_avgmix,
 // dp_select_topm, gdp_epsilon, ...) to a connection. Their reference, one
@@ -10,14 +16,15 @@
 //
 // Every noisy function is registered as non-deterministic, so SQLite never
 // folds or reuses a noisy value, and commits its charge on a separate ledger
-// connection before it returns (see the accountant package). The functions
+// connection before it returns (see the ledger package). The functions
 // that charge or change the scope are SQLITE_DIRECTONLY: SQLite refuses them
 // in views, triggers and schema expressions, which whoever wrote the file's
 // schema controls.
 //
 // The package calls SQLite only through an extension API table (see
-// [Register]): it links no SQLite symbol and does not depend on go-sqlite3,
-// so a loadable extension can use it with its host's SQLite.
+// [Register] and package internal/sqlite): it links no SQLite symbol and does
+// not depend on go-sqlite3, so a loadable extension can use it with its
+// host's SQLite.
 //
 // dp_select_topm's aggregate form of earlier versions, dp_select_topm(features,
 // label, options [, rowid]) over a SELECT, is refused with a message that
@@ -26,6 +33,7 @@ package sqlfuncs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -100,28 +108,67 @@ type sqlFunction struct {
 	add  func() error
 }
 
+// The signature of every scalar SQL function (args.go): its name, each
+// argument and what it must be.
+var (
+	sigVersion         = fn("dp_version")
+	sigGDPEpsilon      = fn("gdp_epsilon", positive("mu"), probability("delta"))
+	sigGDPDelta        = fn("gdp_delta", positive("mu"), nonNegative("epsilon"))
+	sigGDPMu           = fn("gdp_mu", positive("epsilon"), probability("delta"))
+	sigInit            = fn("dp_init", positive("mu")).optional(probability("delta"), text("scope"), neighbours)
+	sigInitEpsilon     = fn("dp_init_epsilon", positive("epsilon"), probability("delta")).optional(text("scope"), neighbours)
+	sigUseScope        = fn("dp_use_scope", text("scope"))
+	sigScope           = fn("dp_scope")
+	sigBudgetRemaining = fn("dp_budget_remaining").optional(text("scope"))
+	sigSpend           = fn("gdp_spend", positive("mu")).optional(text("note"))
+	sigGaussian        = fn("dp_gaussian", numberOrVector("x"), positive("sensitivity"), positive("mu")).
+				or(numberOrVector("x"), positive("sensitivity"), positive("epsilon"), probability("delta"))
+	sigLaplace    = fn("dp_laplace", number("x"), positive("sensitivity"), positive("epsilon"))
+	sigTLaplace   = fn("dp_tlaplace", number("x"), positive("sensitivity"), positive("epsilon"), between("delta", 0.5))
+	sigOptNoise   = fn("dp_optnoise", number("x"), positive("sensitivity"), positive("epsilon"), probability("delta")).optional(text("loss"))
+	sigCost       = fn("dp_cost", value("mechanism_json"), probability("delta"))
+	sigCostReport = fn("dp_cost_report", value("mechanism_json"), probability("delta"))
+	sigEpsilon    = fn("dp_epsilon", probability("delta")).or(text("scope"), probability("delta"))
+	sigVecSelect  = fn("dp_vec_select", vectorArg("x"), value("indices_json"))
+	sigSelectTopm = fn("dp_select_topm", param{"table", tableName}, value("options"))
+)
+
+// neighbours is a new scope's neighbour relation.
+var neighbours = oneOf("neighbours",
+	mechanism.AddRemove, "one person's row added or removed",
+	mechanism.ReplaceOne, "one row replaced by another; per-row releases such as dp_select_topm")
+
+// tableName is dp_select_topm's table: TEXT naming a base table.
+func tableName(v any) (any, error) {
+	s, err := nonEmptyText(v)
+	if err != nil {
+		return s, fmt.Errorf("%w: pass the name of a base table, e.g. dp_select_topm('train', json_object(...))", err)
+	}
+	return s, nil
+}
+
 // functions is every SQL function dpsql adds to the connection, in the order
 // of the package doc; Register adds them top to bottom.
 func (c *Conn) functions() []sqlFunction {
 	const pure, annotated = true, true
 	return []sqlFunction{
-		c.scalar("dp_version", dpVersion, pure, !annotated),
-		c.scalar("gdp_epsilon", gdpEpsilon, pure, annotated),
-		c.scalar("gdp_delta", gdpDelta, pure, annotated),
-		c.scalar("gdp_mu", gdpMu, pure, annotated),
-		c.scalar("dp_init", c.dpInit, !pure, annotated),
-		c.scalar("dp_init_epsilon", c.dpInitEpsilon, !pure, annotated),
-		c.scalar("dp_use_scope", c.dpUseScope, !pure, annotated),
-		c.scalar("dp_scope", c.dpScope, !pure, annotated),
-		c.scalar("dp_budget_remaining", c.dpBudgetRemaining, !pure, annotated),
-		c.scalar("gdp_spend", c.gdpSpend, !pure, annotated),
-		c.scalar("dp_gaussian", c.dpGaussian, !pure, annotated),
-		c.scalar("dp_laplace", c.dpLaplace, !pure, !annotated),
-		c.scalar("dp_tlaplace", c.dpTLaplace, !pure, !annotated),
-		c.scalar("dp_optnoise", c.dpOptNoise, !pure, !annotated),
-		c.scalar("dp_cost", dpCost, pure, !annotated),
-		c.scalar("dp_cost_report", dpCostReport, pure, !annotated),
-		c.scalar("dp_epsilon", c.dpEpsilon, !pure, !annotated),
+		c.scalar(sigVersion, dpVersion, pure, !annotated),
+		c.scalar(sigGDPEpsilon, gdpEpsilon, pure, annotated),
+		c.scalar(sigGDPDelta, gdpDelta, pure, annotated),
+		c.scalar(sigGDPMu, gdpMu, pure, annotated),
+		c.scalar(sigInit, c.dpInit, !pure, annotated),
+		c.scalar(sigInitEpsilon, c.dpInitEpsilon, !pure, annotated),
+		c.scalar(sigUseScope, c.dpUseScope, !pure, annotated),
+		c.scalar(sigScope, c.dpScope, !pure, annotated),
+		c.scalar(sigBudgetRemaining, c.dpBudgetRemaining, !pure, annotated),
+		c.scalar(sigSpend, c.gdpSpend, !pure, annotated),
+		c.scalar(sigGaussian, c.dpGaussian, !pure, annotated),
+		c.scalar(sigLaplace, c.dpLaplace, !pure, !annotated),
+		c.scalar(sigTLaplace, c.dpTLaplace, !pure, !annotated),
+		c.scalar(sigOptNoise, c.dpOptNoise, !pure, !annotated),
+		c.scalar(sigCost, dpCost, pure, !annotated),
+		c.scalar(sigCostReport, dpCostReport, pure, !annotated),
+		c.scalar(sigEpsilon, c.dpEpsilon, !pure, !annotated),
 		{"dp_avgmix", func() error {
 			return registerAggregate(c.db, "dp_avgmix", 3, func() rowAggregate {
 				return &avgmixAgg{c: c, rows: vectorRows{fn: "dp_avgmix"}}
@@ -130,9 +177,9 @@ func (c *Conn) functions() []sqlFunction {
 		// The table form: SQLite prefers this exact two-argument function to
 		// the variadic aggregate below, which only refuses the old form.
 		{"dp_select_topm", func() error {
-			return register(c.db, &sqlFunc{name: "dp_select_topm", copyBlobs: true, scalar: func(args ...any) (any, error) {
-				return c.dpSelectTopm(args[0], args[1])
-			}}, 2, 0)
+			return register(c.db, &sqlFunc{name: "dp_select_topm", copyBlobs: true, scalar: call(sigSelectTopm, func(a *args) (any, error) {
+				return c.dpSelectTopm(a.str("table", ""), a.raw("options"))
+			})}, 2, 0)
 		}},
 		{"dp_select_topm", func() error {
 			return register(c.db, &sqlFunc{name: "dp_select_topm", new: func() aggregate { return oldFormAggregate{} }}, -1, 0)
@@ -142,7 +189,7 @@ func (c *Conn) functions() []sqlFunction {
 		}},
 		{"dp_vec_select", func() error {
 			var vs vecSelect
-			return register(c.db, &sqlFunc{name: "dp_vec_select", copyBlobs: true, scalar: wrap("dp_vec_select", vs.call)}, -1, flagDeterministic)
+			return register(c.db, &sqlFunc{name: "dp_vec_select", copyBlobs: true, scalar: call(sigVecSelect, vs.call)}, -1, flagDeterministic)
 		}},
 	}
 }
@@ -159,15 +206,30 @@ type vecSumAggregate struct{ a *vecSumAgg }
 func (v vecSumAggregate) step(args []any) error { return v.a.Step(args[0], args[1], args[2]) }
 func (v vecSumAggregate) final() (any, error)   { return v.a.Done() }
 
-// scalar is a scalar function: f runs under guard (a panic becomes an
-// error); pure ones SQLite may fold; annotated ones name, when they fail, the
-// charges earlier calls of the same statement committed (see annotate).
-func (c *Conn) scalar(name string, f func(args ...any) (any, error), pure, annotated bool) sqlFunction {
-	impl := wrap(name, f)
+// call is the Go body of a scalar SQL function of signature sig: the
+// arguments are checked against sig before body runs, every error names the
+// function once, and a panic becomes an error.
+func call(sig signature, body func(a *args) (any, error)) func(args ...any) (any, error) {
+	return func(raw ...any) (v any, err error) {
+		defer guard(sig.name, &err)
+		a, err := sig.parse(raw)
+		if err != nil {
+			return nil, named(sig.name, err)
+		}
+		v, err = body(a)
+		return v, named(sig.name, err)
+	}
+}
+
+// scalar is a scalar function (see call); pure ones SQLite may fold;
+// annotated ones name, when they fail, the charges earlier calls of the same
+// statement committed (see annotate).
+func (c *Conn) scalar(sig signature, body func(a *args) (any, error), pure, annotated bool) sqlFunction {
+	impl := call(sig, body)
 	if annotated {
-		guarded := impl
+		checked := impl
 		impl = func(args ...any) (any, error) {
-			v, err := guarded(args...)
+			v, err := checked(args...)
 			return v, c.annotate(err)
 		}
 	}
@@ -175,258 +237,127 @@ func (c *Conn) scalar(name string, f func(args ...any) (any, error), pure, annot
 	if pure {
 		flags = flagDeterministic
 	}
-	return sqlFunction{name, func() error {
-		return register(c.db, &sqlFunc{name: name, scalar: impl, copyBlobs: true}, -1, flags)
+	return sqlFunction{sig.name, func() error {
+		return register(c.db, &sqlFunc{name: sig.name, scalar: impl, copyBlobs: true}, -1, flags)
 	}}
 }
 
-func dpVersion(args ...any) (any, error) {
-	return version.Version, arity("dp_version", args, 0, 0, "no arguments")
+func dpVersion(*args) (any, error) { return version.Version, nil }
+
+func (c *Conn) dpScope(*args) (any, error) { return c.Scope(), nil }
+
+func gdpEpsilon(a *args) (any, error) {
+	return accountant.Epsilon(a.num("mu", 0), a.num("delta", 0))
 }
 
-func (c *Conn) dpScope(args ...any) (any, error) {
-	return c.Scope(), arity("dp_scope", args, 0, 0, "no arguments")
+func gdpDelta(a *args) (any, error) {
+	return accountant.Delta(a.num("mu", 0), a.num("epsilon", 0))
 }
 
-func wrap(name string, f func(args ...any) (any, error)) func(args ...any) (any, error) {
-	return func(args ...any) (v any, err error) {
-		defer guard(name, &err)
-		return f(args...)
-	}
-}
-
-func gdpEpsilon(args ...any) (any, error) {
-	const fn = "gdp_epsilon"
-	if err := arity(fn, args, 2, 2, "(mu, delta)"); err != nil {
-		return nil, err
-	}
-	mu, err := positive(fn, "mu", args[0])
-	if err != nil {
-		return nil, err
-	}
-	d, err := probability(fn, "delta", args[1])
-	if err != nil {
-		return nil, err
-	}
-	return accountant.Epsilon(mu, d)
-}
-
-func gdpDelta(args ...any) (any, error) {
-	const fn = "gdp_delta"
-	if err := arity(fn, args, 2, 2, "(mu, epsilon)"); err != nil {
-		return nil, err
-	}
-	mu, err := positive(fn, "mu", args[0])
-	if err != nil {
-		return nil, err
-	}
-	e, err := number(fn, "epsilon", args[1])
-	if err != nil {
-		return nil, err
-	}
-	if e < 0 {
-		return nil, argError(fn, "epsilon", "must be >= 0, got %v", e)
-	}
-	return accountant.Delta(mu, e)
-}
-
-func gdpMu(args ...any) (any, error) {
-	const fn = "gdp_mu"
-	if err := arity(fn, args, 2, 2, "(epsilon, delta)"); err != nil {
-		return nil, err
-	}
-	e, err := positive(fn, "epsilon", args[0])
-	if err != nil {
-		return nil, err
-	}
-	d, err := probability(fn, "delta", args[1])
-	if err != nil {
-		return nil, err
-	}
-	return accountant.Mu(e, d)
+func gdpMu(a *args) (any, error) {
+	return accountant.Mu(a.num("epsilon", 0), a.num("delta", 0))
 }
 
 func (c *Conn) initScope(fn string, b accountant.Budget) (any, error) {
 	l, err := c.ledger()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, err
 	}
 	if err := c.canWriteLedger(fn); err != nil {
 		return nil, err
 	}
 	if err := l.Init(context.Background(), b); err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, err
 	}
 	return b.Scope, nil
 }
 
-func optScope(fn string, args []any, i int) (string, error) {
-	if len(args) <= i {
-		return accountant.DefaultScope, nil
+func (c *Conn) dpInit(a *args) (any, error) {
+	b, err := accountant.NewBudget(a.str("scope", accountant.DefaultScope), a.num("mu", 0), 0, a.num("delta", 1e-5))
+	if err != nil {
+		return nil, err
 	}
-	return text(fn, "scope", args[i])
+	b.Neighbours = a.str("neighbours", mechanism.AddRemove)
+	return c.initScope("dp_init", b)
 }
 
-func (c *Conn) dpInit(args ...any) (any, error) {
-	const fn = "dp_init"
-	if err := arity(fn, args, 1, 4, "(mu [, delta [, scope [, neighbours]]])"); err != nil {
-		return nil, err
-	}
-	mu, err := positive(fn, "mu", args[0])
+func (c *Conn) dpInitEpsilon(a *args) (any, error) {
+	b, err := accountant.NewBudget(a.str("scope", accountant.DefaultScope), 0, a.num("epsilon", 0), a.num("delta", 0))
 	if err != nil {
 		return nil, err
 	}
-	d := 1e-5
-	if len(args) > 1 {
-		if d, err = probability(fn, "delta", args[1]); err != nil {
-			return nil, err
-		}
-	}
-	scope, err := optScope(fn, args, 2)
-	if err != nil {
-		return nil, err
-	}
-	b, err := accountant.NewBudget(scope, mu, 0, d)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
-	}
-	if b.Neighbours, err = optNeighbours(fn, args, 3); err != nil {
-		return nil, err
-	}
-	return c.initScope(fn, b)
-}
-
-// optNeighbours reads the optional neighbour relation of a new scope.
-func optNeighbours(fn string, args []any, i int) (string, error) {
-	if len(args) <= i {
-		return mechanism.AddRemove, nil
-	}
-	n, err := text(fn, "neighbours", args[i])
-	if err != nil {
-		return "", err
-	}
-	if n != mechanism.AddRemove && n != mechanism.ReplaceOne {
-		return "", argError(fn, "neighbours", "must be '%s' (one person's row added or removed) or '%s' (one row replaced by another; per-row releases such as dp_select_topm), got %q", mechanism.AddRemove, mechanism.ReplaceOne, n)
-	}
-	return n, nil
-}
-
-func (c *Conn) dpInitEpsilon(args ...any) (any, error) {
-	const fn = "dp_init_epsilon"
-	if err := arity(fn, args, 2, 4, "(epsilon, delta [, scope [, neighbours]])"); err != nil {
-		return nil, err
-	}
-	e, err := positive(fn, "epsilon", args[0])
-	if err != nil {
-		return nil, err
-	}
-	d, err := probability(fn, "delta", args[1])
-	if err != nil {
-		return nil, err
-	}
-	scope, err := optScope(fn, args, 2)
-	if err != nil {
-		return nil, err
-	}
-	b, err := accountant.NewBudget(scope, 0, e, d)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
-	}
-	if b.Neighbours, err = optNeighbours(fn, args, 3); err != nil {
-		return nil, err
-	}
-	return c.initScope(fn, b)
+	b.Neighbours = a.str("neighbours", mechanism.AddRemove)
+	return c.initScope("dp_init_epsilon", b)
 }
 
 // budget returns a scope's budget (its delta, its relation) without the
 // accounting a status needs.
-func (c *Conn) budget(fn, scope string) (accountant.Budget, error) {
+func (c *Conn) budget(scope string) (accountant.Budget, error) {
 	l, err := c.ledger()
 	if err != nil {
-		return accountant.Budget{}, fmt.Errorf("%s: %w", fn, err)
+		return accountant.Budget{}, err
 	}
-	b, err := l.Budget(context.Background(), scope)
-	if err != nil {
-		return b, fmt.Errorf("%s: %w", fn, err)
-	}
-	return b, nil
+	return l.Budget(context.Background(), scope)
 }
 
-func (c *Conn) status(fn, scope string) (ledger.Status, error) {
-	l, err := c.ledger()
-	if err != nil {
-		return ledger.Status{}, fmt.Errorf("%s: %w", fn, err)
-	}
-	st, err := l.Remaining(context.Background(), scope)
-	if err != nil {
-		return st, fmt.Errorf("%s: %w", fn, err)
-	}
-	return st, nil
-}
-
-func (c *Conn) dpUseScope(args ...any) (any, error) {
-	const fn = "dp_use_scope"
-	if err := arity(fn, args, 1, 1, "(scope)"); err != nil {
-		return nil, err
-	}
-	s, err := text(fn, "scope", args[0])
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.budget(fn, s); err != nil {
+func (c *Conn) dpUseScope(a *args) (any, error) {
+	s := a.str("scope", "")
+	if _, err := c.budget(s); err != nil {
 		return nil, err
 	}
 	c.SetScope(s)
 	return s, nil
 }
 
-func (c *Conn) dpBudgetRemaining(args ...any) (any, error) {
-	const fn = "dp_budget_remaining"
-	if err := arity(fn, args, 0, 1, "([scope])"); err != nil {
-		return nil, err
-	}
+func (c *Conn) dpBudgetRemaining(a *args) (any, error) {
 	scope := c.Scope()
-	if len(args) == 1 {
-		var err error
-		if scope, err = text(fn, "scope", args[0]); err != nil {
-			return nil, err
-		}
-		if err := c.otherScope(fn, scope); err != nil {
+	if a.has("scope") {
+		scope = a.str("scope", "")
+		if err := c.otherScope("dp_budget_remaining", scope); err != nil {
 			return nil, err
 		}
 	}
 	l, err := c.ledger()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, err
 	}
 	// The room of one more scalar dp_gaussian call, its sampler's error included.
-	r, err := l.GaussianRoom(context.Background(), scope, release.NoiseTVOf(1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
-	}
-	return r, nil
+	return l.GaussianRoom(context.Background(), scope, release.NoiseTVOf(1))
 }
 
-func (c *Conn) gdpSpend(args ...any) (any, error) {
-	const fn = "gdp_spend"
-	if err := arity(fn, args, 1, 2, "(mu [, note])"); err != nil {
-		return nil, err
-	}
-	mu, err := positive(fn, "mu", args[0])
-	if err != nil {
-		return nil, err
-	}
-	var rec mechanism.External
-	if len(args) == 2 {
-		if rec.Note, err = text(fn, "note", args[1]); err != nil {
-			return nil, err
-		}
-	}
-	r, err := c.Charge(fn, mechanism.Mechanism{Kind: mechanism.KindExternal, Mu: mu}, rec, nil)
+func (c *Conn) gdpSpend(a *args) (any, error) {
+	rec := mechanism.External{Note: a.str("note", "")}
+	r, err := c.Charge("gdp_spend", mechanism.Mechanism{Kind: mechanism.KindExternal, Mu: a.num("mu", 0)}, rec, nil)
 	if err != nil {
 		return nil, err
 	}
 	return r.MuRemaining, nil
+}
+
+// numberOrVector is dp_gaussian's x: a finite number (float64), or a vector
+// (float32 BLOB or JSON array TEXT, []float32).
+func numberOrVector(name string) param {
+	return param{name, func(v any) (any, error) {
+		switch x := v.(type) {
+		case int64, float64:
+			return finiteNumber(v)
+		case []byte:
+			if x == nil {
+				return nil, errors.New("must be a number or a vector (float32 BLOB or JSON array TEXT), got NULL")
+			}
+		case string:
+			if !strings.HasPrefix(strings.TrimSpace(x), "[") {
+				return nil, fmt.Errorf("must be a number or a vector (float32 BLOB or JSON array TEXT such as '[1, 2.5]'), got TEXT %q", abbreviateJSON([]byte(x)))
+			}
+		default:
+			return nil, fmt.Errorf("must be a number or a vector (float32 BLOB or JSON array TEXT), got %s", typeName(v))
+		}
+		vec, err := decodeVector(v)
+		if err != nil {
+			return nil, detail{err}
+		}
+		return vec, nil
+	}}
 }
 
 // dpGaussian implements dp_gaussian(x, sensitivity, mu) and
@@ -447,62 +378,27 @@ func (c *Conn) gdpSpend(args ...any) (any, error) {
 // over REALs is not exactly C-sensitive. Sums of INTEGERs are exact (below
 // 2^63); for REALs, scale to integers first or add a margin to the
 // sensitivity.
-func (c *Conn) dpGaussian(args ...any) (any, error) {
+func (c *Conn) dpGaussian(a *args) (any, error) {
 	const fn = "dp_gaussian"
-	if err := arity(fn, args, 3, 4, "(x, sensitivity, mu) or (x, sensitivity, epsilon, delta)"); err != nil {
-		return nil, err
-	}
 	var scalar []float64
-	var vec []float32
-	switch args[0].(type) {
-	case int64, float64:
-		x, err := number(fn, "x", args[0])
-		if err != nil {
-			return nil, err
-		}
-		scalar = []float64{x}
-	case []byte, string:
-		if b, ok := args[0].([]byte); ok && b == nil {
-			return nil, argError(fn, "x", "must be a number or a vector (float32 BLOB or JSON array TEXT), got NULL")
-		}
-		if s, ok := args[0].(string); ok && !strings.HasPrefix(strings.TrimSpace(s), "[") {
-			return nil, argError(fn, "x", "must be a number or a vector (float32 BLOB or JSON array TEXT such as '[1, 2.5]'), got TEXT %q", abbreviateJSON([]byte(s)))
-		}
-		var err error
-		if vec, err = decodeVector(args[0]); err != nil {
-			return nil, fmt.Errorf("%s: x: %w", fn, err)
-		}
-	default:
-		return nil, argError(fn, "x", "must be a number or a vector (float32 BLOB or JSON array TEXT), got %s", typeName(args[0]))
+	vec, _ := a.raw("x").([]float32)
+	if vec == nil {
+		scalar = []float64{a.num("x", 0)}
 	}
-	sens, err := positive(fn, "sensitivity", args[1])
-	if err != nil {
-		return nil, err
-	}
-	var mu float64
+	sens, mu := a.num("sensitivity", 0), a.num("mu", 0)
 	var rec mechanism.Gaussian
-	if len(args) == 3 {
-		if mu, err = positive(fn, "mu", args[2]); err != nil {
-			return nil, err
-		}
-	} else {
-		eps, err := positive(fn, "epsilon", args[2])
-		if err != nil {
-			return nil, err
-		}
-		d, err := probability(fn, "delta", args[3])
-		if err != nil {
-			return nil, err
-		}
+	if a.has("epsilon") {
+		eps, d := a.num("epsilon", 0), a.num("delta", 0)
+		var err error
 		if mu, err = accountant.Mu(eps, d); err != nil {
-			return nil, fmt.Errorf("%s: %w", fn, err)
+			return nil, err
 		}
 		rec.EpsilonRequested, rec.DeltaRequested = eps, d
 	}
 	dim := len(scalar) + len(vec)
 	sigma, err := release.GaussianSigma(sens, mu, dim)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, err
 	}
 	rec.Dim, rec.Grid, rec.NoiseTV = dim, release.Grid(sigma), release.NoiseTVOf(dim)
 	m := mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mu, Sensitivity: sens, Sigma: sigma}
@@ -515,7 +411,7 @@ func (c *Conn) dpGaussian(args ...any) (any, error) {
 	}
 	c.noise.AddGaussian(scalar, sigma)
 	if math.IsInf(scalar[0], 0) {
-		return nil, fmt.Errorf("%s: the noisy value overflowed", fn)
+		return nil, errors.New("the noisy value overflowed")
 	}
 	return scalar[0], nil
 }

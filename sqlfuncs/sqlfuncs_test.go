@@ -184,12 +184,30 @@ func TestBadInputChargesNothing(t *testing.T) {
 		{`SELECT dp_init_epsilon(1, 1e-5, 'rows', 3)`, "neighbours"},
 		{`SELECT dp_init(1, 1e-5, 'rows', 'replace_one', 5)`, "takes (mu [, delta [, scope [, neighbours]]])"},
 		{`SELECT dp_gaussian(1, 1, 1.5)`, "privacy budget exceeded"},
+		// A JSON number beyond float64's range is out of range, in a
+		// vector's words (was encoding/json's "cannot unmarshal number 1e400
+		// into Go value of type float64").
+		{`SELECT dp_gaussian('[1e400]', 1, 0.001)`, "dp_gaussian: x: vector element 0 (1e400) is out of range"},
+		{`SELECT dp_gaussian('[1, null]', 1, 0.5)`, "vector element 1 is null, not a number"},
+		{`SELECT dp_epsilon('default', 1e-5, 3)`, "dp_epsilon: takes (delta) or (scope, delta), got 3 arguments"},
+		{`SELECT dp_budget_remaining('a', 'b')`, "dp_budget_remaining: takes ([scope]), got 2 arguments"},
+		{`SELECT dp_version(1)`, "dp_version: takes no arguments, got 1 arguments"},
+		{`SELECT dp_tlaplace(1, 1, 1, 0.5)`, "dp_tlaplace: delta must lie strictly between 0 and 0.5, got 0.5"},
+		{`SELECT dp_vec_select(NULL, '[0]')`, "dp_vec_select: x is NULL"},
+		{`SELECT dp_vec_select(x'0000', '[0]')`, "dp_vec_select: x: vector blob has 2 bytes"},
+		{`SELECT dp_select_topm(3, '{}')`, "dp_select_topm: table must be TEXT, got INTEGER: pass the name of a base table"},
 	}
 	for _, tt := range tests {
 		var v any
 		err := db.QueryRow(tt.sql).Scan(&v)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: err = %v, want it to say %q", tt.sql, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "Go value") {
+			t.Errorf("%s: %v speaks of Go types", tt.sql, err)
+		}
+		if fn, _, _ := strings.Cut(strings.TrimPrefix(tt.sql, "SELECT "), "("); err != nil && strings.Count(err.Error(), fn+":") != 1 {
+			t.Errorf("%s: %v does not name %s exactly once", tt.sql, err, fn)
 		}
 	}
 	if n := ledgerRows(t, db); n != 0 {

@@ -28,27 +28,18 @@ type vecSelect struct {
 	idx  []int
 }
 
-func (v *vecSelect) call(args ...any) (any, error) {
+func (v *vecSelect) call(a *args) (any, error) {
 	const fn = "dp_vec_select"
-	if err := arity(fn, args, 2, 2, "(x, indices_json)"); err != nil {
-		return nil, err
-	}
-	if b, ok := args[0].([]byte); args[0] == nil || (ok && b == nil) {
-		return nil, argError(fn, "x", "is NULL")
-	}
-	x, err := decodeVector(args[0])
-	if err != nil {
-		return nil, fmt.Errorf("%s: x: %w", fn, err)
-	}
+	x := a.raw("x").([]float32)
 	var raw []byte
-	switch t := args[1].(type) {
+	switch t := a.raw("indices_json").(type) {
 	case string:
 		raw = []byte(t)
 	case []byte:
 		raw = t
 	}
 	if raw == nil {
-		return nil, argError(fn, "indices", "must be a JSON array of feature indices (TEXT), got %s", typeName(args[1]))
+		return nil, argError(fn, "indices", "must be a JSON array of feature indices (TEXT), got %s", typeName(a.raw("indices_json")))
 	}
 	idx, err := v.indices(fn, raw)
 	if err != nil {
@@ -61,7 +52,7 @@ func (v *vecSelect) call(args ...any) (any, error) {
 	}
 	out, err := dfs.Apply(x, idx)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, err
 	}
 	return vector.Encode(out), nil
 }

@@ -110,14 +110,14 @@ func sameNumber(v any, x float64) bool {
 
 // start checks the public parameters on the first row and derives the grid.
 func (a *vecSumAgg) start(fn string, clip, mu any) error {
-	c, err := positive(fn, "clip", clip)
+	c, err := checkNumber(fn, positive("clip"), clip)
 	if err != nil {
 		return err
 	}
 	if c < 0x1p-100 || c > 0x1p100 {
 		return argError(fn, "clip", "must lie in [2^-100, 2^100], got %v", c)
 	}
-	m, err := positive(fn, "mu", mu)
+	m, err := checkNumber(fn, positive("mu"), mu)
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ func (a *vecSumAgg) Done() (out []byte, err error) {
 	}
 	sigma, err := release.GaussianSigma(a.clip, a.mu, a.dim)
 	if err != nil {
-		return nil, mechanismError(fn, err)
+		return nil, named(fn, err)
 	}
 	rec := mechanism.VecSum{Dim: a.dim, Grid: release.Grid(sigma), NoiseTV: release.NoiseTVOf(a.dim),
 		Clip: a.clip, FixedPointStep: a.unit}
