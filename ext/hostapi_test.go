@@ -13,7 +13,7 @@ import (
 
 // The handle and API table ext finds for a connection are that connection's:
 // the table's db_filename of the handle names the file opened, the table is
-// the SQLite go-sqlite3 links (the table package linkedsqlite captured, which
+// the SQLite go-sqlite3 links (the table package sqlite's capture received, which
 // SQLiteAPI returns), and dpsql_handle is gone afterwards.
 func TestHandleOf(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.db")

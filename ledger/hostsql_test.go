@@ -29,7 +29,7 @@ func hostOpener(t *testing.T) Opener {
 }
 
 // The ledger's tests, run again with the ledger's connection opened through
-// internal/hostsql instead of go-sqlite3: the ledger behaves the same on the
+// internal/sqlite/hostsql instead of go-sqlite3: the ledger behaves the same on the
 // driver dp0 gives it. (TestLedgerV1Fixture, half a minute of migrations,
 // is left to UpgradeVersion0File here.)
 func TestLedgerOverHostSQL(t *testing.T) {

@@ -55,7 +55,7 @@ func SetOpener(o Opener) {
 const LedgerDriver = "sqlite3"
 
 // LedgerDSN returns the DSN of the ledger's connection to the file at path,
-// in go-sqlite3's form (which internal/hostsql reads too): BEGIN IMMEDIATE
+// in go-sqlite3's form (which internal/sqlite/hostsql reads too): BEGIN IMMEDIATE
 // transactions, a 30 s busy timeout, WAL, synchronous FULL, foreign keys.
 func LedgerDSN(path string) string {
 	q := url.Values{}

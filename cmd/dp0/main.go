@@ -9,7 +9,7 @@
 // host's connection, in curator mode: the analyst holds the file, and
 // protected mode, which needs a process the analyst does not control, is not
 // part of it. Every call into SQLite goes through the host's API table, and
-// the ledger's own connection (package accountant, over internal/hostsql)
+// the ledger's own connection (package ledger, over internal/sqlite/hostsql)
 // opens the same file through the host's SQLite and VFS: two copies of
 // SQLite in one process would break each other's POSIX locks. Charging needs
 // the file in WAL mode; otherwise a charge is refused with the pragma that
