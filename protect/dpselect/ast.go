@@ -23,6 +23,8 @@
 package dpselect
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -331,10 +333,23 @@ func String(e Expr) string {
 	return b.String()
 }
 
+// parseFloat reads a number literal, with an error in words a user knows
+// (not strconv's): "1e309" is too large for a double, as SQLite reads it.
 func parseFloat(s string) (float64, error) {
+	var v float64
+	var err error
 	if strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X") {
-		v, err := strconv.ParseInt(s[2:], 16, 64)
-		return float64(v), err
+		var i int64
+		i, err = strconv.ParseInt(s[2:], 16, 64)
+		v = float64(i)
+	} else {
+		v, err = strconv.ParseFloat(s, 64)
 	}
-	return strconv.ParseFloat(s, 64)
+	switch {
+	case err == nil:
+		return v, nil
+	case errors.Is(err, strconv.ErrRange):
+		return 0, fmt.Errorf("%s is too large (the largest number is about 1.8e308)", s)
+	}
+	return 0, fmt.Errorf("%s is not a number", s)
 }

@@ -135,3 +135,17 @@ func TestExplainForm(t *testing.T) {
 		t.Error("EXPLAIN EXPLAIN parsed")
 	}
 }
+
+// A number beyond a double's range is refused in words a user knows, not
+// strconv's (issue 23: mu = 1e309).
+func TestOptionOutOfRange(t *testing.T) {
+	for q, want := range map[string]string{
+		"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1e309) COUNT(*) AS n FROM t":                  "option mu: 1e309 is too large (the largest number is about 1.8e308)",
+		"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (delta = 0x1FFFFFFFFFFFFFFFF) COUNT(*) AS n FROM t": "is too large",
+	} {
+		_, err := Parse(q)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "strconv") {
+			t.Errorf("%s: %v, want %q", q, err, want)
+		}
+	}
+}
