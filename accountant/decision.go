@@ -304,7 +304,13 @@ func certifiedEpsilonSearch(comp Composition, delta, tv float64) (float64, error
 func Decide(b Budget, prior Spend, m mechanism.Mechanism, tv float64) (Checked, error) {
 	c := Checked{Budget: b, Mechanism: m, Mu: m.GDPMu(), NoiseTV: tv}
 	muBefore := math.Sqrt(prior.SumSq)
-	c.MuAfter = math.Hypot(muBefore, c.Mu) // no overflow for a huge mu
+	// As the ledger recomputes it from the chain (the sum of squares), bit
+	// for bit; a hypot only where that overflows (a mu of 1e300, refused
+	// below, whose message should not say +Inf).
+	c.MuAfter = math.Sqrt(prior.SumSq + c.Mu*c.Mu)
+	if math.IsInf(c.MuAfter, 1) && !math.IsInf(c.Mu, 1) && !math.IsInf(prior.SumSq, 1) {
+		c.MuAfter = math.Hypot(muBefore, c.Mu)
+	}
 	if be := tooLarge(b, muBefore, prior, m); be != nil {
 		return c, be
 	}
