@@ -196,15 +196,18 @@ func writeCheckpoint(ctx context.Context, x ledgerConn, f *fileState, scope stri
 var errReplay = errors.New("the state must be recomputed from the first row")
 
 // clone returns a copy of f whose maps and scope states can be changed.
+// It copies what accounting needs and nothing else: whatever else a state
+// keeps about itself (memos of its figures) is made afresh for the copy.
 func (f *fileState) clone() *fileState {
 	n := &fileState{head: f.head, scopes: make(map[string]*scopeState, len(f.scopes)), capped: f.capped,
 		sinceRows: f.sinceRows, sinceNonGaussian: f.sinceNonGaussian}
-	for k, v := range f.scopes {
-		c := *v
-		n.scopes[k] = &c
+	cp := func(s *scopeState) *scopeState {
+		return &scopeState{budget: s.budget, spend: s.spend, entries: s.entries, lastID: s.lastID}
 	}
-	t := *f.total
-	n.total = &t
+	for k, v := range f.scopes {
+		n.scopes[k] = cp(v)
+	}
+	n.total = cp(f.total)
 	return n
 }
 
