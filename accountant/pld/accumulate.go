@@ -36,9 +36,11 @@ import (
 //     is added at +infinity: ten thousand extensions raise delta by a factor
 //     1 + 2e-10 at most, where FFT bounds would have added some 1e-10 in
 //     absolute terms and made a delta of 1e-9 uncertifiable. Wider operands go
-//     through Compose's FFT with its absolute bound: that happens when the new
-//     entry is wide against the composition's grid, i.e. a sizable share of
-//     all that was composed, which a budget allows only a few times.
+//     through Compose's FFT with its absolute bound (some 3e-13 each): that
+//     happens when the new entry is wide against the composition's grid, a
+//     sizable share of all that was composed. Hundreds of such entries in a
+//     scope of delta 1e-9 reach the refusal of ErrRoundoff (bound above
+//     delta/10), as distinct such entries did before.
 //
 // Both steps move mass only upwards or scale it up, so the result dominates
 // the composition in the sense of the package documentation.
