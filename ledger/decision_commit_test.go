@@ -78,27 +78,31 @@ func TestCommitReusesDecisionOnlyAtItsHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.st.MuRemaining = mark
+	// Marked where the file does not record it (a Gaussian scope's
+	// epsilon is its GDP figure, recorded as epsilon_spent): a mark in a
+	// figure that dp_scope_state records would be a derived table that
+	// disagrees with the chain, which the next charge refuses.
+	d.st.Epsilon = mark
 	rc, err := l.Commit(ctx, d, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rc.MuRemaining != mark {
-		t.Errorf("head unchanged: receipt mu_remaining %v, want the decision's (%v)", rc.MuRemaining, mark)
+	if rc.Epsilon != mark {
+		t.Errorf("head unchanged: receipt epsilon %v, want the decision's (%v)", rc.Epsilon, mark)
 	}
 	d, err = l.Decide(ctx, gauss(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.st.MuRemaining = mark
+	d.st.Epsilon = mark
 	if _, err := otherProcess(t, path).Charge(ctx, gauss(1), nil); err != nil {
 		t.Fatal(err)
 	}
 	if rc, err = l.Commit(ctx, d, nil); err != nil {
 		t.Fatal(err)
 	}
-	if want := math.Sqrt(100 - 3); math.Abs(rc.MuRemaining-want) > 1e-9 {
-		t.Errorf("head moved: receipt mu_remaining %v, want %v decided again", rc.MuRemaining, want)
+	if want := math.Sqrt(100 - 3); math.Abs(rc.MuRemaining-want) > 1e-9 || rc.Epsilon == mark {
+		t.Errorf("head moved: receipt mu_remaining %v, epsilon %v, want %v decided again", rc.MuRemaining, rc.Epsilon, want)
 	}
 }
 

@@ -87,7 +87,7 @@ func (l *Ledger) Append(ctx context.Context, rec Record, also func(tx *sql.Tx) e
 		return Row{}, l.lockError(err)
 	}
 	defer tx.Rollback()
-	if err := ensureSchema(ctx, tx, false); err != nil {
+	if _, err := ensureSchema(ctx, tx, false); err != nil {
 		return Row{}, err
 	}
 	if rec.Scope != accountant.FileScope {

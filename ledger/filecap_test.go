@@ -61,15 +61,16 @@ func TestFileTotalAndCap(t *testing.T) {
 	if err != nil || r.Scopes != 3 || r.Budgets != 3 {
 		t.Fatalf("Verify: %+v, %v", r, err)
 	}
-	// The cap is a chain event: raising it in dp_budget changes nothing.
+	// The cap is a chain event: raising it in dp_budget changes nothing, and
+	// a charge refuses the file whose dp_budget disagrees with the chain.
 	for _, q := range []string{`DROP TRIGGER dp_budget_no_update`, `UPDATE dp_budget SET mu_budget = 100 WHERE scope = '*'`} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
 		}
 	}
 	l.forget()
-	if err := charge("b", 0.1); !errors.As(err, &be) || be.Scope != accountant.FileScope {
-		t.Errorf("after raising the cap in dp_budget: %v", err)
+	if err := charge("b", 0.1); !errors.Is(err, ErrMismatch) {
+		t.Errorf("after raising the cap in dp_budget: %v, want a refusal wrapping ErrMismatch", err)
 	}
 }
 

@@ -140,3 +140,18 @@ func BenchmarkChargeNoiseTV(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkChargeGaussian is one whole charge of a Gaussian release to a
+// scope of 100 such entries, this process's memo current (the common case):
+// the transaction, the cheap checks, the GDP decision, the row, the commit.
+// It is the charge whose fixed costs weigh most.
+func BenchmarkChargeGaussian(b *testing.B) {
+	ctx := context.Background()
+	c := Charge{Scope: "default", Mechanism: mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.001}}
+	l := noisyLedger(b, c, false)
+	for b.Loop() {
+		if _, err := l.Charge(ctx, c, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -141,3 +141,11 @@ func sameStatus(a, b Status) bool {
 		close(a.MuSpent, b.MuSpent, 1e-9) && close(a.MuRemaining, b.MuRemaining, 1e-9) &&
 		(close(a.EpsilonSpent, b.EpsilonSpent, 1e-9) || math.IsInf(a.EpsilonSpent, 1) && math.IsInf(b.EpsilonSpent, 1)) && rig
 }
+
+// close reports whether a and b agree to a relative tol (equal infinities agree).
+func close(a, b, tol float64) bool {
+	if a == b {
+		return true
+	}
+	return math.Abs(a-b) <= tol*math.Max(math.Abs(a), math.Abs(b))
+}

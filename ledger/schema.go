@@ -177,15 +177,32 @@ func Init(ctx context.Context, db *sql.DB, b accountant.Budget) error {
 			conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
 		}
 	}()
-	if err := ensureSchema(ctx, conn, true); err != nil {
+	oc, err := ensureSchema(ctx, conn, true)
+	if err != nil {
 		return err
+	}
+	// As a charge does, refuse to write over a disagreement between the
+	// chain and the tables derived from it.
+	rows, err := ReadLedger(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if _, err := checkChain(rows); err != nil {
+		return fmt.Errorf("refusing to create scope %q in a ledger whose chain does not verify (run `dpsql audit verify`): %w", b.Scope, err)
+	}
+	before, err := computeState(rows, nil)
+	if err != nil {
+		return fmt.Errorf("creating scope %q: the ledger cannot be accounted: %w", b.Scope, err)
+	}
+	if err := checkDerived(ctx, conn, before, oc.linked); err != nil {
+		return fmt.Errorf("refusing to create scope %q (run `dpsql audit verify`); nothing was written: %w", b.Scope, err)
 	}
 	if err := createScope(ctx, conn, b); err != nil {
 		return err
 	}
 	// A new scope or cap can change the relation or budget of the file's
 	// total: its derived row is rewritten from the chain.
-	rows, err := ReadLedger(ctx, conn)
+	rows, err = ReadLedger(ctx, conn)
 	if err != nil {
 		return err
 	}
@@ -227,41 +244,52 @@ func createScope(ctx context.Context, x ledgerConn, b accountant.Budget) error {
 }
 
 // ensureSchema brings the file's ledger to SchemaVersion: creates it when
-// create is set and there is none, upgrades a version-0 ledger, and refuses a
-// newer one. Run it inside a write transaction.
-func ensureSchema(ctx context.Context, x ledgerConn, create bool) error {
-	v, has, err := schemaVersion(ctx, x)
-	if err != nil {
-		return err
+// create is set and there is none, upgrades a version-0 ledger, and refuses
+// a file whose schema version or objects are not what dpsql writes
+// (checkObjects), so that nothing is written over the evidence. Run it
+// inside a write transaction.
+func ensureSchema(ctx context.Context, x ledgerConn, create bool) (objectsCheck, error) {
+	var v int
+	if err := x.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+		return objectsCheck{}, err
 	}
+	file, err := readMaster(ctx, x)
+	if err != nil {
+		return objectsCheck{}, fmt.Errorf("reading the file's schema: %w", err)
+	}
+	has := file["dp_ledger"].typ == "table"
 	switch {
 	case !has && !create:
-		return ErrNoLedger
+		return objectsCheck{}, ErrNoLedger
 	case !has:
 		if _, err := x.ExecContext(ctx, Schema); err != nil {
-			return fmt.Errorf("creating the ledger schema: %w", err)
+			return objectsCheck{}, fmt.Errorf("creating the ledger schema: %w", err)
 		}
-		_, err = x.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, SchemaVersion))
-		return err
+		if _, err = x.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, SchemaVersion)); err != nil {
+			return objectsCheck{}, err
+		}
+		v = SchemaVersion // and objects of the same names that were there already are checked
+		if file, err = readMaster(ctx, x); err != nil {
+			return objectsCheck{}, err
+		}
+	}
+	oc, err := checkObjectsIn(file, v)
+	if err != nil {
+		return oc, fmt.Errorf("refusing to write to this ledger (run `dpsql audit verify`); nothing was written: %w", err)
+	}
+	switch {
 	case v == 0:
-		return migrateV0(ctx, x)
-	case v > SchemaVersion:
-		return fmt.Errorf("the ledger has schema version %d, newer than this dpsql's %d: use a newer dpsql", v, SchemaVersion)
-	}
-	// The view is derived: bring it up to date if it is not.
-	var got string
-	if err := x.QueryRowContext(ctx, `SELECT coalesce((SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'dp_budget_status'), '')`).Scan(&got); err != nil {
-		return err
-	}
-	if want := strings.Replace(strings.TrimSuffix(strings.TrimSpace(statusViewSQL), ";"), "CREATE VIEW IF NOT EXISTS", "CREATE VIEW", 1); got != want {
-		if _, err := x.ExecContext(ctx, `DROP VIEW IF EXISTS dp_budget_status`); err != nil {
-			return err
+		return oc, migrateV0(ctx, x)
+	case oc.oldView:
+		// The view of an earlier version-1 release: derived, replaced.
+		if _, err := x.ExecContext(ctx, `DROP VIEW dp_budget_status`); err != nil {
+			return oc, err
 		}
 		if _, err := x.ExecContext(ctx, statusViewSQL); err != nil {
-			return err
+			return oc, err
 		}
 	}
-	return nil
+	return oc, nil
 }
 
 // schemaVersion returns the file's user_version and whether it has a ledger.

@@ -26,8 +26,28 @@ import (
 type scopeState struct {
 	budget  accountant.Budget
 	spend   accountant.Spend
-	entries int64 // charges
-	lastID  int64 // id of the last charge (0: none)
+	entries int64       // charges
+	lastID  int64       // id of the last charge (0: none)
+	fig     *statusMemo // its status, once computed (nil: not yet)
+}
+
+// statusMemo holds a scope state's status, computed once: what
+// dp_scope_state must say of it (a charge compares them before it writes).
+type statusMemo struct {
+	once sync.Once
+	st   Status
+	err  error
+}
+
+// figures returns s's figures as dp_scope_state must hold them (MuSpent,
+// MuRemaining, EpsilonSpent, EpsilonRigorous): computed by status once per
+// state, or, for a state made by a charge (with), those the charge recorded.
+func (s *scopeState) figures(name string) (Status, error) {
+	if s.fig == nil {
+		return s.status(name)
+	}
+	s.fig.once.Do(func() { s.fig.st, s.fig.err = s.status(name) })
+	return s.fig.st, s.fig.err
 }
 
 // fileState is every scope of a file at one head of its chain, and the total
@@ -142,6 +162,13 @@ func (s *scopeState) with(c accountant.Checked, id int64) *scopeState {
 	n.spend = n.spend.With(c)
 	n.entries++
 	n.lastID = id
+	// The figures the charge records in dp_scope_state (writeScopeState).
+	st := Status{MuSpent: c.MuAfter, MuRemaining: c.MuRemaining, EpsilonSpent: c.EpsilonGDP}
+	if c.Rigorous {
+		st.EpsilonRigorous.Float64, st.EpsilonRigorous.Valid = c.Epsilon, true
+	}
+	n.fig = &statusMemo{st: st}
+	n.fig.once.Do(func() {})
 	return &n
 }
 
@@ -275,6 +302,10 @@ func computeState(rows []Row, legacy map[string]accountant.Budget) (*fileState, 
 	// After account, which sets the spend (its samplers' error was lost
 	// before: the total's epsilon recomputed from the chain ignored it).
 	f.total.spend.NoiseTV = tv
+	for _, s := range f.scopes {
+		s.fig = &statusMemo{}
+	}
+	f.total.fig = &statusMemo{}
 	return f, nil
 }
 
@@ -392,6 +423,11 @@ func tableBudgets(ctx context.Context, q Queryer) (map[string]accountant.Budget,
 	if err != nil {
 		return nil, err
 	}
+	return tableBudgetsAt(ctx, q, v)
+}
+
+// tableBudgetsAt is tableBudgets in a file of schema version v.
+func tableBudgetsAt(ctx context.Context, q Queryer, v int) (map[string]accountant.Budget, error) {
 	nb := `'add_remove'`
 	if v >= 1 {
 		nb = `neighbours`

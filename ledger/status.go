@@ -52,6 +52,12 @@ func ReadStatuses(ctx context.Context, db Queryer, scope string) ([]Status, erro
 	if !has {
 		return nil, ErrNoLedger
 	}
+	// What the view shows is only as good as its SQL: a look-alike view
+	// could show any budget. (Its figures, dp_scope_state's, are checked
+	// against the chain by Verify and by every charge.)
+	if err := checkStatusView(ctx, db, v); err != nil {
+		return nil, fmt.Errorf("refusing to read dp_budget_status (run `dpsql audit verify`): %w", err)
+	}
 	nb := `'add_remove'`
 	if v >= 1 {
 		nb = `neighbours`

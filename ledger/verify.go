@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 
 	"github.com/dpsql/dpsql/accountant"
 )
@@ -36,17 +35,31 @@ func Verify(ctx context.Context, db Queryer) (int, error) {
 	return r.Rows, err
 }
 
-// VerifyAt checks the file's ledger, failing at the first problem:
+// VerifyAt checks the file's ledger, failing at the first problem, which it
+// names:
 //   - every row's hash and link to the previous row, and that its mu matches
 //     its content (errors wrap ErrChainBroken);
 //   - if want is not nil, that the chain still contains that exact row (an
 //     auditor's kept head: a deleted or rewritten tail fails);
-//   - that the triggers protecting dp_ledger and dp_budget exist as created;
-//   - that dp_budget matches the chain's budget events (schema version 1);
+//   - that the schema version is one this dpsql reads (0 or SchemaVersion)
+//     and every object dpsql creates in the file (the ledger's tables,
+//     indexes, triggers and view, and dp_policy, dp_account and the caches
+//     where present) has the SQL dpsql gives it, with no other trigger on
+//     their tables;
+//   - SQLite's integrity check of those tables and their indexes (the pages
+//     that hold them);
+//   - that every value of the ledger's tables has the type dpsql writes;
+//   - that dp_budget matches the chain's budget events (schema version 1),
+//     creation times included;
 //   - that each scope's figures in dp_scope_state match those recomputed from
-//     the chain.
+//     the chain: the last charge's id and the GDP figures exactly, the
+//     rigorous epsilon to within the accountants' discretisation
+//     (rigorousBelow, rigorousAbove).
 //
-// The last three wrap ErrMismatch.
+// All but the first two wrap ErrMismatch. What it cannot see: a file whose
+// chain and derived tables were rewritten together and consistently (a
+// tail deleted and dp_scope_state recomputed, say) is a consistent file;
+// only a head kept elsewhere (want) catches that.
 func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 	var rep Report
 	v, has, err := schemaVersion(ctx, db)
@@ -80,19 +93,14 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 	if want != nil && !containsHead(rows, *want) {
 		return rep, fmt.Errorf("%w: the chain does not contain the kept head %s (its head is %s): rows were removed or rewritten since that head was taken", ErrChainBroken, want, rep.Head)
 	}
-	if err := verifyTriggers(ctx, db); err != nil {
+	if _, err := checkObjects(ctx, db, v); err != nil {
 		return rep, err
 	}
-	if v == 0 {
-		// user_version is the attacker's to set: a file with event-model
-		// columns is not a version-0 file, whatever it says.
-		var kindCols int
-		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('dp_ledger') WHERE name IN ('kind', 'form')`).Scan(&kindCols); err != nil {
-			return rep, err
-		}
-		if kindCols > 0 {
-			return rep, fmt.Errorf("%w: the file says schema version 0 (PRAGMA user_version) but its dp_ledger has the event-model columns of version %d: the version was set back, which would skip the budget checks", ErrMismatch, SchemaVersion)
-		}
+	if err := checkIntegrity(ctx, db); err != nil {
+		return rep, err
+	}
+	if err := checkTypes(ctx, db); err != nil {
+		return rep, err
 	}
 	tb, err := tableBudgets(ctx, db)
 	if err != nil {
@@ -110,6 +118,9 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 		if err := compareBudgets(fs, tb); err != nil {
 			return rep, err
 		}
+		if err := compareCreated(ctx, db, rows); err != nil {
+			return rep, err
+		}
 	}
 	if rep.Scopes, err = compareStates(ctx, db, fs, v >= 1); err != nil {
 		return rep, err
@@ -120,32 +131,6 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 		return rep, err
 	}
 	return rep, nil
-}
-
-func verifyTriggers(ctx context.Context, db Queryer) error {
-	return verifyTriggersOn(ctx, db, "")
-}
-
-// verifyTriggersOn checks the protecting triggers of table (every one when
-// table is "").
-func verifyTriggersOn(ctx context.Context, db Queryer, table string) error {
-	for _, t := range protectingTriggers {
-		if table != "" && !strings.Contains(t.body, " ON "+table+"\n") {
-			continue
-		}
-		var got string
-		err := db.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?`, t.name).Scan(&got)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: trigger %s is missing (it was dropped: the tables it protects may have been edited)", ErrMismatch, t.name)
-		}
-		if err != nil {
-			return err
-		}
-		if got != "CREATE TRIGGER "+t.name+" "+t.body {
-			return fmt.Errorf("%w: trigger %s was replaced: %q", ErrMismatch, t.name, got)
-		}
-	}
-	return nil
 }
 
 func compareBudgets(fs *fileState, table map[string]accountant.Budget) error {
@@ -204,8 +189,9 @@ func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal boo
 		through                  int64
 		spent, remaining, epsGDP float64
 		rig                      sql.NullFloat64
+		pld                      bool
 	}
-	rows, err := db.QueryContext(ctx, `SELECT scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous FROM dp_scope_state`)
+	rows, err := db.QueryContext(ctx, `SELECT scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous, pld IS NOT NULL FROM dp_scope_state`)
 	if err != nil {
 		return 0, err
 	}
@@ -213,7 +199,7 @@ func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal boo
 	for rows.Next() {
 		var s string
 		var r recorded
-		if err := rows.Scan(&s, &r.through, &r.spent, &r.remaining, &r.epsGDP, &r.rig); err != nil {
+		if err := rows.Scan(&s, &r.through, &r.spent, &r.remaining, &r.epsGDP, &r.rig, &r.pld); err != nil {
 			rows.Close()
 			return 0, err
 		}
@@ -243,7 +229,7 @@ func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal boo
 		if !ok {
 			return n, fmt.Errorf("%w: scope %q has %d charges in the chain but no dp_scope_state row", ErrMismatch, name, sc.entries)
 		}
-		want, err := sc.status(name)
+		want, err := sc.figures(name)
 		if err != nil {
 			return n, err
 		}
@@ -251,30 +237,24 @@ func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal boo
 		switch {
 		case got.through != sc.lastID:
 			bad = fmt.Sprintf("through_id %d, but its last charge is row %d", got.through, sc.lastID)
-		case !close(got.spent, want.MuSpent, 1e-9):
+		case got.spent != want.MuSpent:
 			bad = fmt.Sprintf("mu_spent %.17g, recomputed %.17g", got.spent, want.MuSpent)
-		case !close(got.remaining, want.MuRemaining, 1e-9):
+		case got.remaining != want.MuRemaining:
 			bad = fmt.Sprintf("mu_remaining %.17g, recomputed %.17g", got.remaining, want.MuRemaining)
-		case !close(got.epsGDP, want.EpsilonSpent, 1e-9):
+		case got.epsGDP != want.EpsilonSpent:
 			bad = fmt.Sprintf("epsilon_spent %.17g, recomputed %.17g", got.epsGDP, want.EpsilonSpent)
 		case got.rig.Valid != want.EpsilonRigorous.Valid:
 			bad = fmt.Sprintf("epsilon_rigorous %v, recomputed %v", nullable(got.rig), nullable(want.EpsilonRigorous))
 		case got.rig.Valid && !rigorousAgrees(got.rig.Float64, want.EpsilonRigorous.Float64):
 			bad = fmt.Sprintf("epsilon_rigorous %.17g, recomputed %.17g", got.rig.Float64, want.EpsilonRigorous.Float64)
+		case got.pld && withTotal:
+			bad = "a cached distribution (pld), which version 1 never writes"
 		}
 		if bad != "" {
 			return n, fmt.Errorf("%w: dp_scope_state of scope %q says %s", ErrMismatch, name, bad)
 		}
 	}
 	return n, nil
-}
-
-// close reports whether a and b agree to a relative tol (equal infinities agree).
-func close(a, b, tol float64) bool {
-	if a == b {
-		return true
-	}
-	return math.Abs(a-b) <= tol*math.Max(math.Abs(a), math.Abs(b))
 }
 
 func nullable(x sql.NullFloat64) any {

@@ -60,7 +60,7 @@ func TestEditedPolicyTableIsNotTrusted(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			mustExec(t, owner, `DROP TABLE IF EXISTS dp_policy`)
-			mustExec(t, owner, `CREATE TABLE dp_policy (tbl TEXT PRIMARY KEY COLLATE NOCASE, policy TEXT NOT NULL, ledger_id INTEGER NOT NULL)`)
+			mustExec(t, owner, protect.PolicySchema)
 			mustExec(t, owner, `INSERT INTO dp_policy SELECT mechanism, json_extract(params, '$.policy'), id FROM dp_ledger WHERE kind = 'policy'`)
 			if _, err := protect.VerifyPolicies(ctx, owner); err != nil {
 				t.Fatalf("restored dp_policy: %v", err)

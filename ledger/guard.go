@@ -1,0 +1,168 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The checks beside the chain's: SQLite's integrity check of the tables
+// dpsql writes, the types of their values, and (cheap, before every charge)
+// the derived tables against the chain.
+
+// checkIntegrity runs SQLite's integrity check over each table dpsql creates
+// that the file holds, and their indexes, and names the first problem it
+// reports.
+func checkIntegrity(ctx context.Context, q Queryer) error {
+	file, err := readMaster(ctx, q)
+	if err != nil {
+		return err
+	}
+	var tables []string
+	for _, o := range append(ledgerObjects(SchemaVersion), otherObjects...) {
+		if m, ok := file[o.name]; ok && o.typ == "table" && m.typ == "table" {
+			tables = append(tables, o.name)
+		}
+	}
+	return integrityOf(ctx, q, tables...)
+}
+
+// integrityOf runs SQLite's integrity check over each table and its
+// indexes, and names the first problem it reports.
+func integrityOf(ctx context.Context, q Queryer, tables ...string) error {
+	for _, name := range tables {
+		var first string
+		err := q.QueryRowContext(ctx, `PRAGMA integrity_check(`+name+`)`).Scan(&first)
+		if err == nil && first != "ok" {
+			err = errors.New(first)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: SQLite's integrity check of %s and its indexes fails: %v (the pages that hold them are damaged or were changed)",
+				ErrMismatch, name, err)
+		}
+	}
+	return nil
+}
+
+// columnTypes are the types (typeof) dpsql writes in the ledger's tables,
+// per column; a column a version-0 file lacks is skipped.
+var columnTypes = []struct {
+	table   string
+	columns [][2]string // name, the types it may hold
+}{
+	{"dp_ledger", [][2]string{{"id", "'integer'"}, {"at", "'text'"}, {"scope", "'text'"}, {"mechanism", "'text'"}, {"mu", "'real'"},
+		{"params", "'text'"}, {"query", "'text', 'null'"}, {"prev_hash", "'text'"}, {"hash", "'text'"}, {"kind", "'text'"}, {"form", "'integer'"}}},
+	{"dp_budget", [][2]string{{"scope", "'text'"}, {"mu_budget", "'real'"}, {"delta", "'real'"}, {"created_at", "'text'"},
+		{"epsilon_budget", "'real', 'null'"}, {"neighbours", "'text'"}}},
+	{"dp_scope_state", [][2]string{{"scope", "'text'"}, {"through_id", "'integer'"}, {"mu_spent", "'real'"}, {"mu_remaining", "'real'"},
+		{"epsilon_spent", "'real'"}, {"epsilon_rigorous", "'real', 'null'"}}},
+}
+
+// checkTypes reports the first value of the ledger's tables whose type is
+// not the one dpsql writes (the hash covers a row's text, not its type: a
+// TEXT turned BLOB of the same bytes reads the same).
+func checkTypes(ctx context.Context, q Queryer) error {
+	for _, t := range columnTypes {
+		var conds, cases []string
+		for _, c := range t.columns {
+			var n int
+			if err := q.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info(?) WHERE name = ?`, t.table, c[0]).Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				continue
+			}
+			cond := fmt.Sprintf("typeof(%s) NOT IN (%s)", c[0], c[1])
+			conds = append(conds, cond)
+			cases = append(cases, fmt.Sprintf("WHEN %s THEN '%s'", cond, c[0]))
+		}
+		var rowid int64
+		var col string
+		err := q.QueryRowContext(ctx, `SELECT rowid, CASE `+strings.Join(cases, " ")+` END FROM `+t.table+
+			` WHERE `+strings.Join(conds, " OR ")+` LIMIT 1`).Scan(&rowid, &col)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %s row %d holds a %s of another type than dpsql writes", ErrMismatch, t.table, rowid, col)
+	}
+	return nil
+}
+
+// compareCreated checks each dp_budget row's created_at against its budget
+// event: the row's time, or the created_at a version-0 budget carried over
+// (migrate.go).
+func compareCreated(ctx context.Context, q Queryer, rows []Row) error {
+	want := map[string]string{}
+	for _, r := range rows {
+		if r.kind() != EventBudget {
+			continue
+		}
+		var rec budgetRecord
+		if err := json.Unmarshal([]byte(r.Params), &rec); err != nil {
+			return err
+		}
+		want[r.Scope] = r.At
+		if rec.Migrated {
+			want[r.Scope] = rec.CreatedAt
+		}
+	}
+	got, err := q.QueryContext(ctx, `SELECT scope, created_at FROM dp_budget`)
+	if err != nil {
+		return err
+	}
+	defer got.Close()
+	for got.Next() {
+		var scope, at string
+		if err := got.Scan(&scope, &at); err != nil {
+			return err
+		}
+		if w, ok := want[scope]; ok && at != w {
+			return fmt.Errorf("%w: dp_budget says scope %q was created at %s; its budget event says %s", ErrMismatch, scope, at, w)
+		}
+	}
+	return got.Err()
+}
+
+// checkDerived is a charge's check of the derived tables against the chain
+// state fs it is about to extend, before it writes anything: dp_budget must
+// hold exactly the chain's budgets, dp_scope_state exactly the figures of
+// each scope's last charge (a tail deleted from the chain leaves it ahead),
+// and dp_policy and dp_account no id past the chain's head; and SQLite's
+// integrity check of dp_budget and dp_scope_state passes. It reads a few
+// rows per scope; the chain's own check is state's.
+func checkDerived(ctx context.Context, tx Queryer, fs *fileState, linked []string) error {
+	// The two small tables' pages first (a few per scope; dp_ledger's
+	// integrity check grows with its history and is Verify's).
+	if err := integrityOf(ctx, tx, "dp_budget", "dp_scope_state"); err != nil {
+		return err
+	}
+	tb, err := tableBudgetsAt(ctx, tx, SchemaVersion) // ensureSchema upgraded the file
+	if err != nil {
+		return fmt.Errorf("%w: reading dp_budget: %v", ErrMismatch, err)
+	}
+	if err := compareBudgets(fs, tb); err != nil {
+		return err
+	}
+	if _, err := compareStates(ctx, tx, fs, true); err != nil {
+		if errors.Is(err, ErrMismatch) {
+			return err
+		}
+		return fmt.Errorf("%w: reading dp_scope_state: %v", ErrMismatch, err)
+	}
+	for _, t := range linked {
+		var past sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT max(ledger_id) FROM `+t+` WHERE ledger_id > ?`, fs.head.ID).Scan(&past); err != nil {
+			return fmt.Errorf("%w: reading %s: %v", ErrMismatch, t, err)
+		}
+		if past.Valid {
+			return fmt.Errorf("%w: %s names ledger row %d, past the chain's head %d (rows were removed from the chain's tail)", ErrMismatch, t, past.Int64, fs.head.ID)
+		}
+	}
+	return nil
+}
