@@ -43,6 +43,10 @@ type Row struct {
 	Hash      string
 	Kind      string // EventCharge, EventBudget or a kind of record (events.go); "" is read as EventCharge
 	Form      int    // canonical form of the hash: 0 (schema version 0 rows) or 1
+
+	// retyped is set by ReadLedger when a value of the row has another type
+	// than dpsql writes (a TEXT turned BLOB reads, and hashes, the same).
+	retyped bool
 }
 
 // ComputeHash returns SHA-256, in hex, over the row's canonical content, a
@@ -117,11 +121,15 @@ func ReadLedger(ctx context.Context, db Queryer) ([]Row, error) {
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('dp_ledger') WHERE name IN ('kind', 'form')`).Scan(&n); err != nil {
 		return nil, err
 	}
-	cols := `'charge', 0`
+	// Version-0 code wrote '' for no query; later code writes NULL.
+	cols, typed := `'charge', 0`, ``
 	if n == 2 {
-		cols = `kind, form`
+		cols, typed = `kind, form`, ` AND typeof(kind) = 'text' AND typeof(form) = 'integer' AND (query IS NOT '' OR form = 0)`
 	}
-	rows, err := db.QueryContext(ctx, `SELECT id, at, scope, mechanism, mu, params, coalesce(query, ''), prev_hash, hash, `+cols+` FROM dp_ledger ORDER BY id`)
+	rows, err := db.QueryContext(ctx, `SELECT id, at, scope, mechanism, mu, params, coalesce(query, ''), prev_hash, hash, `+cols+`,
+		NOT (typeof(at) = 'text' AND typeof(scope) = 'text' AND typeof(mechanism) = 'text' AND typeof(mu) = 'real' AND typeof(params) = 'text'
+		AND (query IS NULL OR typeof(query) = 'text') AND typeof(prev_hash) = 'text' AND typeof(hash) = 'text'`+typed+`)
+		FROM dp_ledger ORDER BY id`)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +137,7 @@ func ReadLedger(ctx context.Context, db Queryer) ([]Row, error) {
 	var out []Row
 	for rows.Next() {
 		var r Row
-		if err := rows.Scan(&r.ID, &r.At, &r.Scope, &r.Mechanism, &r.Mu, &r.Params, &r.Query, &r.PrevHash, &r.Hash, &r.Kind, &r.Form); err != nil {
+		if err := rows.Scan(&r.ID, &r.At, &r.Scope, &r.Mechanism, &r.Mu, &r.Params, &r.Query, &r.PrevHash, &r.Hash, &r.Kind, &r.Form, &r.retyped); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -147,6 +155,9 @@ func checkChainFrom(prev string, rows []Row) (int, error) {
 	for i, r := range rows {
 		if r.PrevHash != prev {
 			return i, fmt.Errorf("%w at row %d: prev_hash %.12s... does not match the previous row's hash %.12s... (a row was removed, inserted or reordered)", ErrChainBroken, r.ID, r.PrevHash, prev)
+		}
+		if r.retyped {
+			return i, fmt.Errorf("%w at row %d: a value has another type than dpsql writes (the row was edited)", ErrChainBroken, r.ID)
 		}
 		if r.Form != 0 && r.Form != rowForm {
 			return i, fmt.Errorf("%w at row %d: unknown canonical form %d", ErrChainBroken, r.ID, r.Form)

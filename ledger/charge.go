@@ -181,22 +181,9 @@ func (l *Ledger) commit(ctx context.Context, d *Decision, release func(tx *sql.T
 		return Receipt{}, l.lockError(err)
 	}
 	defer tx.Rollback()
-	// The cheap checks, before anything is written: the schema version
-	// and every object dpsql creates (ensureSchema: a dropped or replaced
-	// trigger, a look-alike view), the chain since the head this process
-	// last saw (state), and the derived tables against the chain
-	// (checkDerived: a deleted tail leaves dp_scope_state ahead of it). A
-	// charge over a disagreement would overwrite the evidence.
-	oc, err := ensureSchema(ctx, tx, false)
+	fs, err := l.preflight(ctx, tx)
 	if err != nil {
 		return Receipt{}, err
-	}
-	fs, err := l.state(ctx, tx)
-	if err != nil {
-		return Receipt{}, err
-	}
-	if err := checkDerived(ctx, tx, fs, oc.linked); err != nil {
-		return Receipt{}, fmt.Errorf("refusing to charge (run `dpsql audit verify`); nothing was charged: %w", err)
 	}
 	if d.fs == nil || d.fs.head != fs.head {
 		// Not decided, or decided at another head: decide here, under

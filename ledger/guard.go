@@ -59,12 +59,15 @@ var columnTypes = []struct {
 		{"epsilon_budget", "'real', 'null'"}, {"neighbours", "'text'"}}},
 	{"dp_scope_state", [][2]string{{"scope", "'text'"}, {"through_id", "'integer'"}, {"mu_spent", "'real'"}, {"mu_remaining", "'real'"},
 		{"epsilon_spent", "'real'"}, {"epsilon_rigorous", "'real', 'null'"}}},
+	{"dp_policy", [][2]string{{"tbl", "'text'"}, {"policy", "'text'"}, {"ledger_id", "'integer'"}}},
+	{"dp_account", [][2]string{{"name", "'text'"}, {"scope", "'text'"}, {"hasher", "'text'"}, {"salt", "'text'"}, {"hash", "'text'"},
+		{"added_at", "'text'"}, {"revoked_at", "'text', 'null'"}, {"ledger_id", "'integer'"}}},
 }
 
-// checkTypes reports the first value of the ledger's tables whose type is
-// not the one dpsql writes (the hash covers a row's text, not its type: a
+// checkTypes reports the first value of the ledger's tables, dp_policy's
+// and dp_account's whose type is not the one dpsql writes (the hash covers a row's text, not its type: a
 // TEXT turned BLOB of the same bytes reads the same).
-func checkTypes(ctx context.Context, q Queryer) error {
+func checkTypes(ctx context.Context, q Queryer, v int) error {
 	for _, t := range columnTypes {
 		var conds, cases []string
 		for _, c := range t.columns {
@@ -76,8 +79,14 @@ func checkTypes(ctx context.Context, q Queryer) error {
 				continue
 			}
 			cond := fmt.Sprintf("typeof(%s) NOT IN (%s)", c[0], c[1])
+			if c[0] == "query" && t.table == "dp_ledger" && v > 0 {
+				cond = "(" + cond + " OR query = '' AND form <> 0)" // NULL for no query, but '' in version-0 rows
+			}
 			conds = append(conds, cond)
 			cases = append(cases, fmt.Sprintf("WHEN %s THEN '%s'", cond, c[0]))
+		}
+		if len(conds) == 0 { // a table the file does not have
+			continue
 		}
 		var rowid int64
 		var col string
@@ -94,24 +103,21 @@ func checkTypes(ctx context.Context, q Queryer) error {
 	return nil
 }
 
-// compareCreated checks each dp_budget row's created_at against its budget
-// event: the row's time, or the created_at a version-0 budget carried over
+// createdAt returns when a budget event (checked) says its budget was
+// created: the row's time, or the created_at a version-0 budget carried over
 // (migrate.go).
-func compareCreated(ctx context.Context, q Queryer, rows []Row) error {
-	want := map[string]string{}
-	for _, r := range rows {
-		if r.kind() != EventBudget {
-			continue
-		}
-		var rec budgetRecord
-		if err := json.Unmarshal([]byte(r.Params), &rec); err != nil {
-			return err
-		}
-		want[r.Scope] = r.At
-		if rec.Migrated {
-			want[r.Scope] = rec.CreatedAt
-		}
+func createdAt(r Row) string {
+	var rec budgetRecord
+	if json.Unmarshal([]byte(r.Params), &rec) == nil && rec.Migrated {
+		return rec.CreatedAt
 	}
+	return r.At
+}
+
+// compareCreated checks each dp_budget row's created_at against its budget
+// event's (fs.created).
+func compareCreated(ctx context.Context, q Queryer, fs *fileState) error {
+	want := fs.created
 	got, err := q.QueryContext(ctx, `SELECT scope, created_at FROM dp_budget`)
 	if err != nil {
 		return err
@@ -129,6 +135,28 @@ func compareCreated(ctx context.Context, q Queryer, rows []Row) error {
 	return got.Err()
 }
 
+// preflight runs a charge's cheap checks in x, its transaction, before the
+// charge writes anything, and returns the chain's state: the schema version
+// and every object dpsql creates (ensureSchema: a dropped or replaced
+// trigger, a look-alike view; a version-0 file is upgraded here), the chain
+// since the head this process last saw (state), and the derived tables
+// against the chain (checkDerived: a deleted tail leaves dp_scope_state
+// ahead of it). A charge over a disagreement would overwrite the evidence.
+func (l *Ledger) preflight(ctx context.Context, x ledgerConn) (*fileState, error) {
+	oc, err := ensureSchema(ctx, x, false)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := l.state(ctx, x)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDerived(ctx, x, fs, oc.linked); err != nil {
+		return nil, fmt.Errorf("refusing to charge (run `dpsql audit verify`); nothing was charged: %w", err)
+	}
+	return fs, nil
+}
+
 // checkDerived is a charge's check of the derived tables against the chain
 // state fs it is about to extend, before it writes anything: dp_budget must
 // hold exactly the chain's budgets, dp_scope_state exactly the figures of
@@ -137,9 +165,10 @@ func compareCreated(ctx context.Context, q Queryer, rows []Row) error {
 // integrity check of dp_budget and dp_scope_state passes. It reads a few
 // rows per scope; the chain's own check is state's.
 func checkDerived(ctx context.Context, tx Queryer, fs *fileState, linked []string) error {
-	// The two small tables' pages first (a few per scope; dp_ledger's
-	// integrity check grows with its history and is Verify's).
-	if err := integrityOf(ctx, tx, "dp_budget", "dp_scope_state"); err != nil {
+	// The small derived tables' pages first (a few per scope, table or
+	// account; dp_ledger's integrity check grows with its history and is
+	// Verify's).
+	if err := integrityOf(ctx, tx, append([]string{"dp_budget", "dp_scope_state"}, linked...)...); err != nil {
 		return err
 	}
 	tb, err := tableBudgetsAt(ctx, tx, SchemaVersion) // ensureSchema upgraded the file
@@ -147,6 +176,9 @@ func checkDerived(ctx context.Context, tx Queryer, fs *fileState, linked []strin
 		return fmt.Errorf("%w: reading dp_budget: %v", ErrMismatch, err)
 	}
 	if err := compareBudgets(fs, tb); err != nil {
+		return err
+	}
+	if err := compareCreated(ctx, tx, fs); err != nil {
 		return err
 	}
 	if _, err := compareStates(ctx, tx, fs, true); err != nil {

@@ -61,6 +61,11 @@ type fileState struct {
 	// other than Gaussian entries.
 	sinceRows, sinceNonGaussian int
 	legacy                      bool // computed from a version-0 file (budgets from dp_budget)
+	// created is when each budget (the cap's as FileScope) was created, as
+	// its event says, for the budgets whose events this state read (a state
+	// resumed from a checkpoint knows those after it): dp_budget's
+	// created_at must agree.
+	created map[string]string
 
 	roomMu sync.Mutex
 	room   map[string]float64 // gaussianRoom, memoised at this head
@@ -144,7 +149,7 @@ func unknownScope(scope string) error {
 // as total in the file's total, follows f.
 func (f *fileState) after(c, total accountant.Checked, row Row) *fileState {
 	n := &fileState{head: Head{ID: row.ID, Hash: row.Hash}, scopes: make(map[string]*scopeState, len(f.scopes)), capped: f.capped,
-		sinceRows: f.sinceRows + 1, sinceNonGaussian: f.sinceNonGaussian}
+		sinceRows: f.sinceRows + 1, sinceNonGaussian: f.sinceNonGaussian, created: f.created}
 	if !c.Mechanism.IsGaussian() {
 		n.sinceNonGaussian++
 	}
@@ -176,7 +181,7 @@ func (s *scopeState) with(c accountant.Checked, id int64) *scopeState {
 // chain's budget events; legacy holds dp_budget's budgets for a version-0
 // file, which has none.
 func computeState(rows []Row, legacy map[string]accountant.Budget) (*fileState, error) {
-	f := &fileState{head: Head{Hash: GenesisHash}, scopes: map[string]*scopeState{}, legacy: legacy != nil}
+	f := &fileState{head: Head{Hash: GenesisHash}, scopes: map[string]*scopeState{}, legacy: legacy != nil, created: map[string]string{}}
 	for s, b := range legacy {
 		f.scopes[s] = &scopeState{budget: b}
 	}
@@ -200,6 +205,7 @@ func computeState(rows []Row, legacy map[string]accountant.Budget) (*fileState, 
 			if err != nil {
 				return nil, err
 			}
+			f.created[r.Scope] = createdAt(r)
 			if r.Scope == accountant.FileScope {
 				if cap != nil {
 					return nil, fmt.Errorf("%w: ledger row %d is a second budget event for the file's total: a cap is set once, so a later event could only raise or move it", ErrChainBroken, r.ID)

@@ -99,7 +99,7 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 	if err := checkIntegrity(ctx, db); err != nil {
 		return rep, err
 	}
-	if err := checkTypes(ctx, db); err != nil {
+	if err := checkTypes(ctx, db, v); err != nil {
 		return rep, err
 	}
 	tb, err := tableBudgets(ctx, db)
@@ -118,7 +118,7 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 		if err := compareBudgets(fs, tb); err != nil {
 			return rep, err
 		}
-		if err := compareCreated(ctx, db, rows); err != nil {
+		if err := compareCreated(ctx, db, fs); err != nil {
 			return rep, err
 		}
 	}
