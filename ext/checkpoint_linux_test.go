@@ -42,7 +42,7 @@ func TestCheckpointBeforeClose(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "c.db")
-			db, err := sql.Open(DriverName, DSN(path))
+			db, err := Open(path) // a new file: WAL mode
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -132,12 +132,14 @@ func splitScope(dsn string) (string, string, error) {
 	return rest, scope, nil
 }
 
-// DSN returns the DSN [Open] uses for a database file: WAL journal (so the
-// ledger connection can commit while a query reads), a busy timeout, and
-// foreign keys on.
+// DSN returns the DSN [Open] uses for a database file: a busy timeout and
+// foreign keys on. It leaves the journal mode as the file has it: opening a
+// file to read it never changes it. A new file is created in WAL mode (so
+// that the ledger's connection can commit while a query reads), and an
+// existing one is switched just before its first statement that charges
+// (wal.go).
 func DSN(path string) string {
 	q := url.Values{}
-	q.Set("_journal_mode", "WAL")
 	q.Set("_busy_timeout", "10000")
 	q.Set("_foreign_keys", "1")
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()

@@ -176,6 +176,9 @@ func (d *Decision) decideAt(fs *fileState) error {
 // commit runs the charge's transaction; d is this call's own copy.
 func (l *Ledger) commit(ctx context.Context, d *Decision, release func(tx *sql.Tx) (map[string]any, error)) (Receipt, error) {
 	c := d.c
+	if err := l.ensureWAL(ctx); err != nil {
+		return Receipt{}, err
+	}
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Receipt{}, l.lockError(err)

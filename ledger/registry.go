@@ -56,12 +56,13 @@ const LedgerDriver = "sqlite3"
 
 // LedgerDSN returns the DSN of the ledger's connection to the file at path,
 // in go-sqlite3's form (which internal/sqlite/hostsql reads too): BEGIN IMMEDIATE
-// transactions, a 30 s busy timeout, WAL, synchronous FULL, foreign keys.
+// transactions, a 30 s busy timeout, synchronous FULL, foreign keys. It
+// leaves the journal mode as the file has it (opening never converts a
+// file); a charge switches the file to WAL mode first (wal.go).
 func LedgerDSN(path string) string {
 	q := url.Values{}
 	q.Set("_txlock", "immediate")
 	q.Set("_busy_timeout", "30000")
-	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "FULL")
 	q.Set("_foreign_keys", "1")
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()

@@ -165,8 +165,9 @@ func Init(ctx context.Context, db *sql.DB, b accountant.Budget) error {
 		return err
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `PRAGMA journal_mode = WAL`); err != nil {
-		return fmt.Errorf("creating the ledger schema: %w", err)
+	// Creating a ledger is a write, for charges to come: WAL mode.
+	if err := switchToWAL(ctx, conn, fileOf(ctx, conn)); err != nil {
+		return fmt.Errorf("creating scope %q: %w", b.Scope, err)
 	}
 	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 		return fmt.Errorf("creating scope %q: %w", b.Scope, err)

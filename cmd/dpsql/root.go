@@ -100,7 +100,12 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	root.SetOut(m.Stdout)
 	root.SetErr(m.Stderr)
 	mark := len(m.stopSignals) // a nested Run (demo) releases only its own
+	// A file switched to WAL mode for its first charge is said on this
+	// command's standard error.
+	prevNotice := ledger.WALNotice
+	ledger.WALNotice = func(msg string) { fmt.Fprintf(m.Stderr, "dpsql: %s\n", msg) }
 	defer func() {
+		ledger.WALNotice = prevNotice
 		for _, stop := range m.stopSignals[mark:] {
 			stop()
 		}
