@@ -68,10 +68,13 @@ func (m *Main) newVerifyCmd() *cobra.Command {
 		Use:   "verify DB [--head ID:HASH]",
 		Short: "Check the ledger's hash chain and recompute what the file says",
 		Long: `Recompute the hash of every ledger row and check that it chains to the previous
-row and that each row's recorded mu matches its content; check that the
-triggers protecting dp_ledger and dp_budget exist; check that dp_budget matches
-the chain's budget events and that every scope's figures in dp_scope_state
-(what dp_budget_status shows) match those recomputed from the chain. With
+row and that each row's recorded mu matches its content; check the schema
+version and that every object dpsql creates in the file (tables, indexes,
+triggers, the dp_budget_status view, dp_policy, dp_account) has the SQL dpsql
+gives it, that SQLite's integrity check of those tables passes and that their
+values have the types dpsql writes; check that dp_budget matches the chain's
+budget events and that every scope's figures in dp_scope_state (what
+dp_budget_status shows) match those recomputed from the chain. With
 --head (as printed earlier by "dpsql audit head DB"), also check that the chain
 still contains that exact row: a removed or rewritten tail fails. Exits with
 status 1 at the first problem.
@@ -148,7 +151,7 @@ func verifyLedger(ctx context.Context, db ledger.Queryer, w io.Writer, head *led
 	if r.Records > 0 {
 		records = fmt.Sprintf(", records: %d", r.Records)
 	}
-	fmt.Fprintf(w, "ledger OK: %d rows, chain intact (charges: %d, budget events: %d%s); triggers in place, dp_budget and dp_scope_state match the chain\n", r.Rows, r.Charges, r.Budgets, records)
+	fmt.Fprintf(w, "ledger OK: %d rows, chain intact (charges: %d, budget events: %d%s); every dpsql object as dpsql writes it and its pages intact, dp_budget and dp_scope_state match the chain\n", r.Rows, r.Charges, r.Budgets, records)
 	fmt.Fprintf(w, "head %s\n", r.Head)
 	if n, err := protect.VerifyPolicies(ctx, db); err != nil {
 		return fmt.Errorf("policy verification failed: %w", err)
