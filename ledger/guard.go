@@ -6,7 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+
+	"github.com/dpsql/dpsql/accountant"
 )
 
 // The checks beside the chain's: SQLite's integrity check of the tables
@@ -171,15 +175,33 @@ func checkDerived(ctx context.Context, tx Queryer, fs *fileState, linked []strin
 	if err := integrityOf(ctx, tx, append([]string{"dp_budget", "dp_scope_state"}, linked...)...); err != nil {
 		return err
 	}
-	tb, err := tableBudgetsAt(ctx, tx, SchemaVersion) // ensureSchema upgraded the file
+	// dp_budget in one read: the budgets and their creation times.
+	tb, created := map[string]accountant.Budget{}, map[string]string{}
+	rows, err := tx.QueryContext(ctx, `SELECT scope, mu_budget, delta, coalesce(epsilon_budget, 0), neighbours, created_at FROM dp_budget`)
 	if err != nil {
+		return fmt.Errorf("%w: reading dp_budget: %v", ErrMismatch, err)
+	}
+	for rows.Next() {
+		var b accountant.Budget
+		var at string
+		if err := rows.Scan(&b.Scope, &b.Mu, &b.Delta, &b.Epsilon, &b.Neighbours, &at); err != nil {
+			rows.Close()
+			return fmt.Errorf("%w: reading dp_budget: %v", ErrMismatch, err)
+		}
+		tb[b.Scope], created[b.Scope] = b, at
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return fmt.Errorf("%w: reading dp_budget: %v", ErrMismatch, err)
 	}
 	if err := compareBudgets(fs, tb); err != nil {
 		return err
 	}
-	if err := compareCreated(ctx, tx, fs); err != nil {
-		return err
+	for _, scope := range slices.Sorted(maps.Keys(created)) {
+		if w, ok := fs.created[scope]; ok && created[scope] != w {
+			at := created[scope]
+			return fmt.Errorf("%w: dp_budget says scope %q was created at %s; its budget event says %s", ErrMismatch, scope, at, w)
+		}
 	}
 	if _, err := compareStates(ctx, tx, fs, true); err != nil {
 		if errors.Is(err, ErrMismatch) {

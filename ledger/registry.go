@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,8 @@ type Ledger struct {
 
 	memoMu sync.Mutex
 	memo   *fileState // the state at the last head this process saw (state.go)
+
+	wal atomic.Bool // the file was found in WAL mode (wal.go): a file stays so
 }
 
 var (

@@ -81,11 +81,21 @@ func fileOf(ctx context.Context, q Queryer) string {
 
 // ensureWAL is switchToWAL on the ledger's connection, before a charge's
 // transaction.
+// Once found in WAL mode the file is not asked again: it stays so unless
+// someone switches it back, and a charge in another mode is refused by
+// SQLite's locks (the reading statement's), not allowed.
 func (l *Ledger) ensureWAL(ctx context.Context) error {
+	if l.wal.Load() {
+		return nil
+	}
 	conn, err := l.db.Conn(ctx)
 	if err != nil {
 		return l.lockError(err)
 	}
 	defer conn.Close()
-	return switchToWAL(ctx, conn, l.path)
+	if err := switchToWAL(ctx, conn, l.path); err != nil {
+		return err
+	}
+	l.wal.Store(true)
+	return nil
 }
