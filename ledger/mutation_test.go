@@ -31,8 +31,9 @@ import (
 // tail with its derived tables (made here too, as a control): only a kept
 // head catches it. Verify vouches for dp_policy's and dp_account's SQL, the
 // types of their values and their pages, not their content (protect's and
-// serve's verifications replay their records), and for epsilon_rigorous
-// within its stated tolerance: the oracle reads them so.
+// serve's verifications replay their records), and for dp_scope_state's
+// figures within their stated tolerances (gdpAgrees, rigorousAgrees): the
+// oracle reads them so.
 
 // mutationFixture writes the file every mutant is copied from.
 func mutationFixture(t *testing.T) string {
@@ -102,9 +103,13 @@ func mutationFixture(t *testing.T) string {
 // dpsqlTables are the tables whose content the oracle reads.
 var dpsqlTables = []string{"dp_ledger", "dp_budget", "dp_scope_state"}
 
+// figures are a dp_scope_state row's figures, compared within their
+// tolerances.
+type figures struct{ spent, remaining, epsGDP, rig float64 }
+
 // logicalDump returns what Verify vouches for in the file at path, as text,
-// and epsilon_rigorous per scope (compared within its tolerance).
-func logicalDump(path string) (string, map[string]float64, error) {
+// and dp_scope_state's figures per scope.
+func logicalDump(path string) (string, map[string]figures, error) {
 	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
 	if err != nil {
 		return "", nil, err
@@ -142,7 +147,7 @@ func logicalDump(path string) (string, map[string]float64, error) {
 	if err := rows.Err(); err != nil {
 		return "", nil, err
 	}
-	rig := map[string]float64{}
+	figs := map[string]figures{}
 	for _, t := range tables {
 		var ok string
 		if err := db.QueryRow(`PRAGMA integrity_check(` + t + `)`).Scan(&ok); err != nil {
@@ -160,7 +165,7 @@ func logicalDump(path string) (string, map[string]float64, error) {
 		for crows.Next() {
 			var c string
 			crows.Scan(&c)
-			if t == "dp_scope_state" && c == "epsilon_rigorous" {
+			if t == "dp_scope_state" && (c == "epsilon_rigorous" || c == "mu_spent" || c == "mu_remaining" || c == "epsilon_spent") {
 				continue
 			}
 			cols = append(cols, "CASE typeof("+c+") WHEN 'real' THEN printf('%.17g', "+c+") ELSE quote("+c+") END")
@@ -168,29 +173,33 @@ func logicalDump(path string) (string, map[string]float64, error) {
 		crows.Close()
 		q := `SELECT ` + strings.Join(cols, " || '|' || ") + ` FROM ` + t + ` ORDER BY rowid`
 		if t == "dp_scope_state" {
-			q = `SELECT ` + strings.Join(cols, " || '|' || ") + `, scope, epsilon_rigorous FROM ` + t + ` ORDER BY rowid`
+			q = `SELECT ` + strings.Join(cols, " || '|' || ") + `, scope, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous, typeof(mu_spent) || typeof(mu_remaining) || typeof(epsilon_spent) FROM ` + t + ` ORDER BY rowid`
 		}
 		rs, err := db.Query(q)
 		if err != nil {
 			return "", nil, err
 		}
 		for rs.Next() {
-			var line string
+			var line, types string
 			var dest = []any{&line}
 			var scope any
+			var f figures
 			var e sql.NullFloat64
 			if t == "dp_scope_state" {
-				dest = append(dest, &scope, &e)
+				dest = append(dest, &scope, &f.spent, &f.remaining, &f.epsGDP, &e, &types)
 			}
 			if err := rs.Scan(dest...); err != nil {
 				rs.Close()
 				return "", nil, err
 			}
 			fmt.Fprintf(&b, "%s: %s\n", t, line)
-			if e.Valid {
-				rig[fmt.Sprint(scope)] = e.Float64
-			} else if t == "dp_scope_state" {
-				fmt.Fprintf(&b, "%s: %v epsilon_rigorous NULL\n", t, scope)
+			if t == "dp_scope_state" {
+				f.rig = math.NaN()
+				if e.Valid {
+					f.rig = e.Float64
+				}
+				figs[fmt.Sprint(scope)] = f
+				fmt.Fprintf(&b, "%s: %v figures of types %s, epsilon_rigorous NULL %v\n", t, scope, types, !e.Valid)
 			}
 		}
 		rs.Close()
@@ -198,7 +207,7 @@ func logicalDump(path string) (string, map[string]float64, error) {
 			return "", nil, err
 		}
 	}
-	return b.String(), rig, nil
+	return b.String(), figs, nil
 }
 
 func slicesContains(list []string, s string) bool { return indexOf(list, s) >= 0 }
@@ -347,11 +356,12 @@ var mutations = []mutation{
 
 func TestMutatedFiles(t *testing.T) {
 	src := mutationFixture(t)
-	orig, origRig, err := logicalDump(src)
+	orig, origFigs, err := logicalDump(src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srcBytes := fileBytes(t, src)
+	budgetMu := map[string]float64{"default": 20, "rows": 20, "study": 0, "*": 50} // mu_remaining's scale (study is set by epsilon)
 	r := rand.New(rand.NewPCG(23, 2026))
 	n := 280 // 40 of each kind
 	if testing.Short() {
@@ -374,10 +384,12 @@ func TestMutatedFiles(t *testing.T) {
 			byKind[m.kind] = k
 		}
 		k.mutants++
-		dump, rig, derr := logicalDump(path)
+		dump, figs, derr := logicalDump(path)
 		changed := derr != nil || dump != orig
-		for s, e := range rig {
-			if o := origRig[s]; !(e >= o*(1-rigorousBelow) && e <= o*(1+rigorousAbove)) {
+		for s, f := range figs {
+			o := origFigs[s]
+			if !gdpAgrees(f.spent, o.spent, 0) || !gdpAgrees(f.remaining, o.remaining, budgetMu[s]) || !gdpAgrees(f.epsGDP, o.epsGDP, 0) ||
+				!math.IsNaN(o.rig) && !rigorousAgrees(f.rig, o.rig) {
 				changed = true
 			}
 		}

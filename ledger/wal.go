@@ -28,13 +28,14 @@ var WALNotice = func(message string) {
 // NoteWAL tells WALNotice that path was just switched to WAL mode.
 func NoteWAL(path string) {
 	if WALNotice != nil {
-		WALNotice(fmt.Sprintf("switched %s to WAL mode for its first charge (a charge commits while the statement still reads the file); the file stays in WAL mode", path))
+		WALNotice(fmt.Sprintf("switched %s to WAL mode, which charges need (a charge commits while its statement still reads the file); the file stays in WAL mode", path))
 	}
 }
 
 // switchToWAL puts the file x opens (x has no open transaction) in WAL mode
-// if it is not, without waiting for other connections, and says so once;
-// it fails with an error wrapping ErrNotWAL when SQLite cannot switch now.
+// if it is not, without waiting for other connections, and says so (a new,
+// empty file is switched without a word); it fails with an error wrapping
+// ErrNotWAL when SQLite cannot switch now.
 func switchToWAL(ctx context.Context, x ledgerConn, path string) error {
 	var mode string
 	if err := x.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
@@ -42,6 +43,10 @@ func switchToWAL(ctx context.Context, x ledgerConn, path string) error {
 	}
 	if strings.EqualFold(mode, "wal") {
 		return nil
+	}
+	var objects int
+	if err := x.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master`).Scan(&objects); err != nil {
+		return err
 	}
 	// No waiting: a reader in this process (the statement that makes the
 	// charge) holds its lock for as long as this would wait.
@@ -58,7 +63,9 @@ func switchToWAL(ctx context.Context, x ledgerConn, path string) error {
 		err = rerr
 	}
 	if err == nil && strings.EqualFold(now, "wal") {
-		NoteWAL(path)
+		if objects > 0 {
+			NoteWAL(path)
+		}
 		return nil
 	}
 	why := "another connection is reading it"
