@@ -224,7 +224,7 @@ func TestReadOnlyAudit(t *testing.T) {
 			var want string
 			switch args[0] + " " + args[1] {
 			case "budget " + db:
-				want = "default,1," + muSpent + ","
+				want = "default,1," + muSpent // a prefix of the figure
 			case "audit " + db:
 				want = fmt.Sprintf("\n%d,", rows)
 			case "audit verify":
@@ -272,7 +272,7 @@ func TestReadOnlyAudit(t *testing.T) {
 			}
 		}
 		lockDown(t, filepath.Dir(db))
-		auditAll(t, db, 5, "0.714142842854285")
+		auditAll(t, db, 5, "0.71414284285428") // sqrt(0.51), to its last digit but one: charges extend mu_spent by math.Hypot
 	})
 
 	t.Run("WAL without -shm", func(t *testing.T) {
