@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -200,7 +201,7 @@ var errReplay = errors.New("the state must be recomputed from the first row")
 // keeps about itself (memos of its figures) is made afresh for the copy.
 func (f *fileState) clone() *fileState {
 	n := &fileState{head: f.head, scopes: make(map[string]*scopeState, len(f.scopes)), capped: f.capped,
-		sinceRows: f.sinceRows, sinceNonGaussian: f.sinceNonGaussian}
+		sinceRows: f.sinceRows, sinceNonGaussian: f.sinceNonGaussian, created: maps.Clone(f.created)}
 	cp := func(s *scopeState) *scopeState {
 		return &scopeState{budget: s.budget, spend: s.spend, entries: s.entries, lastID: s.lastID}
 	}
@@ -229,6 +230,10 @@ func (f *fileState) extend(rows []Row) (*fileState, error) {
 			if err := n.addBudget(r, b); err != nil {
 				return nil, err
 			}
+			if n.created == nil {
+				n.created = map[string]string{}
+			}
+			n.created[r.Scope] = createdAt(r)
 		case EventCharge:
 			if err := n.addCharge(r); err != nil {
 				return nil, err

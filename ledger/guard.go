@@ -62,7 +62,7 @@ var columnTypes = []struct {
 	{"dp_budget", [][2]string{{"scope", "'text'"}, {"mu_budget", "'real'"}, {"delta", "'real'"}, {"created_at", "'text'"},
 		{"epsilon_budget", "'real', 'null'"}, {"neighbours", "'text'"}}},
 	{"dp_scope_state", [][2]string{{"scope", "'text'"}, {"through_id", "'integer'"}, {"mu_spent", "'real'"}, {"mu_remaining", "'real'"},
-		{"epsilon_spent", "'real'"}, {"epsilon_rigorous", "'real', 'null'"}}},
+		{"epsilon_spent", "'real'"}, {"epsilon_rigorous", "'real', 'null'"}, {"pld", "'blob', 'null'"}}},
 	{"dp_policy", [][2]string{{"tbl", "'text'"}, {"policy", "'text'"}, {"ledger_id", "'integer'"}}},
 	{"dp_account", [][2]string{{"name", "'text'"}, {"scope", "'text'"}, {"hasher", "'text'"}, {"salt", "'text'"}, {"hash", "'text'"},
 		{"added_at", "'text'"}, {"revoked_at", "'text', 'null'"}, {"ledger_id", "'integer'"}}},
@@ -101,6 +101,9 @@ func checkTypes(ctx context.Context, q Queryer, v int) error {
 		}
 		if err != nil {
 			return err
+		}
+		if col == "pld" {
+			col = "pld (a checkpoint's kept composition)"
 		}
 		return fmt.Errorf("%w: %s row %d holds a %s of another type than dpsql writes", ErrMismatch, t.table, rowid, col)
 	}

@@ -203,9 +203,8 @@ func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal boo
 		through                  int64
 		spent, remaining, epsGDP float64
 		rig                      sql.NullFloat64
-		pld                      bool
 	}
-	rows, err := db.QueryContext(ctx, `SELECT scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous, pld IS NOT NULL FROM dp_scope_state`)
+	rows, err := db.QueryContext(ctx, `SELECT scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous FROM dp_scope_state`)
 	if err != nil {
 		return 0, err
 	}
@@ -213,7 +212,7 @@ func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal boo
 	for rows.Next() {
 		var s string
 		var r recorded
-		if err := rows.Scan(&s, &r.through, &r.spent, &r.remaining, &r.epsGDP, &r.rig, &r.pld); err != nil {
+		if err := rows.Scan(&s, &r.through, &r.spent, &r.remaining, &r.epsGDP, &r.rig); err != nil {
 			rows.Close()
 			return 0, err
 		}
@@ -261,8 +260,6 @@ func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal boo
 			bad = fmt.Sprintf("epsilon_rigorous %v, recomputed %v", nullable(got.rig), nullable(want.EpsilonRigorous))
 		case got.rig.Valid && !rigorousAgrees(got.rig.Float64, want.EpsilonRigorous.Float64):
 			bad = fmt.Sprintf("epsilon_rigorous %.17g, recomputed %.17g", got.rig.Float64, want.EpsilonRigorous.Float64)
-		case got.pld && withTotal:
-			bad = "a cached distribution (pld), which version 1 never writes"
 		}
 		if bad != "" {
 			return n, fmt.Errorf("%w: dp_scope_state of scope %q says %s", ErrMismatch, name, bad)
