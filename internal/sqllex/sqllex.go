@@ -119,21 +119,24 @@ func (t Token) Value() string {
 // Every byte belongs to exactly one token: the tokens from 0 on, each
 // starting at the previous one's End, tile src.
 func Next(src string, i int) Token {
-	at := func(k int) byte {
-		if k < len(src) {
-			return src[k]
-		}
-		return 0
-	}
-	tok := func(kind Kind, end int) Token { return Token{Kind: kind, Pos: i, Text: src[i:end]} }
 	c := src[i]
-	switch {
+	switch { // the usual cases first
+	case c >= 'a' && c <= 'z' && c != 'x' || c >= 'A' && c <= 'Z' && c != 'X' || c == '_':
+		j := i + 1
+		for j < len(src) && IsIdentChar(src[j]) {
+			j++
+		}
+		return Token{Kind: Word, Pos: i, Text: src[i:j]}
 	case isSpace(c):
 		j := i + 1
 		for j < len(src) && isSpace(src[j]) {
 			j++
 		}
-		return tok(Space, j)
+		return Token{Kind: Space, Pos: i, Text: src[i:j]}
+	}
+	at := func(k int) byte { return byteAt(src, k) }
+	tok := func(kind Kind, end int) Token { return Token{Kind: kind, Pos: i, Text: src[i:end]} }
+	switch {
 	case c == 0xEF && at(i+1) == 0xBB && at(i+2) == 0xBF:
 		return tok(Space, i+3)
 	case c == '-' && at(i+1) == '-':
@@ -303,11 +306,19 @@ func Next(src string, i int) Token {
 	return tok(Op, i+n)
 }
 
+// byteAt is src[k], or 0 past its end.
+func byteAt(src string, k int) byte {
+	if k < len(src) {
+		return src[k]
+	}
+	return 0
+}
+
 // Tokens returns the tokens of src in order, without white space and
 // comments, except that an Unterminated /* comment is kept (SQLite reads it as
 // running to the end of the text; a caller may refuse it).
 func Tokens(src string) []Token {
-	out := make([]Token, 0, len(src)/5+1)
+	out := make([]Token, 0, min(len(src)/4+1, 1024)) // SQL has about one token per 4 bytes; long literals are few
 	for i := 0; i < len(src); {
 		t := Next(src, i)
 		i = t.End()

@@ -32,51 +32,54 @@ type token struct {
 // and parameters (a DP statement takes literals). BigQuery's named-argument
 // arrow "=>", two tokens for SQLite, is read as one.
 func lex(src string) ([]token, error) {
-	toks := sqllex.Tokens(src)
-	out := make([]token, 0, len(toks)+1)
-	for k := 0; k < len(toks); k++ {
-		t, i := toks[k], toks[k].Pos
+	out := make([]token, 0, min(len(src)/4+2, 1024)) // SQL has about one token per 4 bytes
+	for i := 0; i < len(src); {
+		t := sqllex.Next(src, i)
+		i = t.End()
 		switch t.Kind {
-		case sqllex.Comment: // only an unterminated /* comment is kept
-			return nil, fmt.Errorf("unterminated /* comment at offset %d", i)
+		case sqllex.Space:
+		case sqllex.Comment:
+			if t.Unterminated {
+				return nil, fmt.Errorf("unterminated /* comment at offset %d", t.Pos)
+			}
 		case sqllex.Word:
-			out = append(out, token{kind: tIdent, text: t.Text, pos: i})
+			out = append(out, token{kind: tIdent, text: t.Text, pos: t.Pos})
 		case sqllex.Quoted:
 			v := t.Value()
 			if t.Unterminated || v == "" {
 				if t.Text[0] == '[' {
-					return nil, fmt.Errorf("unterminated or empty [identifier] at offset %d", i)
+					return nil, fmt.Errorf("unterminated or empty [identifier] at offset %d", t.Pos)
 				}
-				return nil, fmt.Errorf("unterminated or empty quoted identifier at offset %d", i)
+				return nil, fmt.Errorf("unterminated or empty quoted identifier at offset %d", t.Pos)
 			}
-			out = append(out, token{kind: tIdent, text: v, quoted: true, pos: i})
+			out = append(out, token{kind: tIdent, text: v, quoted: true, pos: t.Pos})
 		case sqllex.String:
 			if t.Unterminated {
-				return nil, fmt.Errorf("unterminated string at offset %d", i)
+				return nil, fmt.Errorf("unterminated string at offset %d", t.Pos)
 			}
-			out = append(out, token{kind: tString, text: t.Value(), pos: i})
+			out = append(out, token{kind: tString, text: t.Value(), pos: t.Pos})
 		case sqllex.Blob:
 			if t.Unterminated {
-				return nil, fmt.Errorf("unterminated blob literal at offset %d", i)
+				return nil, fmt.Errorf("unterminated blob literal at offset %d", t.Pos)
 			}
 			if t.Malformed {
-				return nil, fmt.Errorf("malformed blob literal at offset %d", i)
+				return nil, fmt.Errorf("malformed blob literal at offset %d", t.Pos)
 			}
-			out = append(out, token{kind: tBlob, text: t.Value(), pos: i})
+			out = append(out, token{kind: tBlob, text: t.Value(), pos: t.Pos})
 		case sqllex.Number:
 			if t.Malformed {
-				return nil, fmt.Errorf("malformed number at offset %d", i)
+				return nil, fmt.Errorf("malformed number at offset %d", t.Pos)
 			}
-			out = append(out, token{kind: tNumber, text: t.Text, pos: i})
+			out = append(out, token{kind: tNumber, text: t.Text, pos: t.Pos})
 		case sqllex.Op:
-			if t.Text == "=" && k+1 < len(toks) && toks[k+1].Text == ">" && toks[k+1].Pos == i+1 {
-				out = append(out, token{kind: tOp, text: "=>", pos: i})
-				k++
+			if t.Text == "=" && i < len(src) && src[i] == '>' && sqllex.Next(src, i).Text == ">" {
+				out = append(out, token{kind: tOp, text: "=>", pos: t.Pos})
+				i++
 				continue
 			}
-			out = append(out, token{kind: tOp, text: t.Text, pos: i})
+			out = append(out, token{kind: tOp, text: t.Text, pos: t.Pos})
 		default: // Param, Illegal
-			return nil, fmt.Errorf("unexpected character %q at offset %d", src[i], i)
+			return nil, fmt.Errorf("unexpected character %q at offset %d", src[t.Pos], t.Pos)
 		}
 	}
 	return append(out, token{kind: tEOF, pos: len(src)}), nil
