@@ -3,6 +3,7 @@ package protect
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -156,260 +157,434 @@ func refusef(format string, args ...any) error {
 }
 
 // checkStatement checks a parsed statement against the owner's policies and
-// the scope's delta and returns its plan.
-func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map[string]string, scopeDelta float64) (*plan, error) {
+// the scope's delta and returns its plan: a checker's steps, one per clause,
+// in order; the first refusal stops it. The plan's noise is calibrated once
+// the schema is known (completePlan, budget.go).
+func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map[string]string,
+	scopeDelta float64) (*plan, error) {
+	c := newChecker(st, policies, cols, scopeDelta)
+	if err := c.run(checkerSteps...); err != nil {
+		return nil, err
+	}
+	return c.pl, nil
+}
+
+// checker checks one parsed statement against the owner's policies and the
+// scope's delta and builds its plan, one step (a method) per clause: FROM,
+// the privacy unit, OPTIONS, GROUP BY, the SELECT list and its intervals,
+// ORDER BY, WHERE, then the budget the statement asks for and the bound on
+// its per-row work. A step reads what earlier steps set in the plan and
+// refuses with a message that names the clause and what it accepts. A clause
+// the grammar gains (joins, GROUP BY expressions, HAVING, CTEs) gets a step
+// of its own.
+type checker struct {
+	st         *dpselect.Statement
+	policies   map[string]Policy
+	cols       map[string]string // the table's columns by lower-case name
+	scopeDelta float64
+	pl         *plan
+
+	opt     stmtOptions     // set by options
+	outputs map[string]bool // the outputs' lower-case names, set by items and intervals
+}
+
+// stmtOptions are a statement's OPTIONS as the options step read them (the
+// budget and the noise are set in the plan).
+type stmtOptions struct {
+	given          map[string]bool // the names given
+	selectionDelta float64
+}
+
+func newChecker(st *dpselect.Statement, policies map[string]Policy, cols map[string]string,
+	scopeDelta float64) *checker {
+	return &checker{st: st, policies: policies, cols: cols, scopeDelta: scopeDelta,
+		pl: &plan{stmt: st, cols: cols, reads: map[string]bool{}, room: math.Inf(1), noise: calibrate.Auto}}
+}
+
+// checkerSteps are the checker's steps in the order checkStatement runs them.
+var checkerSteps = []func(*checker) error{(*checker).from, (*checker).privacyUnit, (*checker).options,
+	(*checker).groupBy, (*checker).items, (*checker).intervals, (*checker).orderBy, (*checker).where,
+	(*checker).budget, (*checker).rowWork}
+
+// run runs steps in order and stops at the first refusal.
+func (c *checker) run(steps ...func(*checker) error) error {
+	for _, step := range steps {
+		if err := step(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// column resolves a column of the statement's table by name, without regard
+// to case, to the schema's spelling, and records that the statement reads it;
+// clause names where it was written, for the refusal.
+func (c *checker) column(name, clause string) (string, error) {
+	col, ok := c.cols[strings.ToLower(name)]
+	if !ok {
+		return "", refusef("no column %q in %s (%s)", name, c.pl.table, clause)
+	}
+	c.pl.reads[strings.ToLower(col)] = true
+	return col, nil
+}
+
+// from checks the FROM clause: one protected table, its policy the owner's.
+// Joins, when the grammar admits them, are checked here: which tables, on
+// which condition, and that the privacy unit survives them.
+func (c *checker) from() error {
 	var table string
-	for t := range policies {
-		if strings.EqualFold(t, st.Table) {
+	for t := range c.policies {
+		if strings.EqualFold(t, c.st.Table) {
 			table = t
 		}
 	}
 	if table == "" {
-		return nil, refusef("table %q is not protected: SELECT WITH DIFFERENTIAL_PRIVACY reads protected tables only (query public tables with plain SQL)", st.Table)
+		return refusef("table %q is not protected: SELECT WITH DIFFERENTIAL_PRIVACY reads protected tables only "+
+			"(query public tables with plain SQL)", c.st.Table)
 	}
-	pl := &plan{stmt: st, table: table, policy: policies[table], cols: cols, reads: map[string]bool{}, room: math.Inf(1), noise: calibrate.Auto}
-	col := func(name, where string) (string, error) {
-		c, ok := cols[strings.ToLower(name)]
-		if !ok {
-			return "", refusef("no column %q in %s (%s)", name, table, where)
-		}
-		pl.reads[strings.ToLower(c)] = true
-		return c, nil
-	}
-	if pl.policy.PrivacyUnit != "" {
-		if _, err := col(pl.policy.PrivacyUnit, "privacy unit"); err != nil {
-			return nil, err
+	c.pl.table, c.pl.policy = table, c.policies[table]
+	return nil
+}
+
+// privacyUnit checks that the policy's privacy-unit column exists; every
+// statement reads it (per-person bounding).
+func (c *checker) privacyUnit() error {
+	if u := c.pl.policy.PrivacyUnit; u != "" {
+		if _, err := c.column(u, "privacy unit"); err != nil {
+			return err
 		}
 	}
-	// Options.
-	var mu, eps, delta float64
-	pl.maxGroups, pl.maxRows = pl.policy.MaxGroups, pl.policy.MaxRows
-	seen := map[string]bool{}
-	for _, o := range st.Options {
-		if seen[o.Name] {
-			return nil, refusef("option %s is given twice", o.Name)
+	return nil
+}
+
+// options reads OPTIONS: the budget (mu, or epsilon and delta), the noise
+// law, the confidence of error bars, max_groups_contributed and
+// selection_delta.
+func (c *checker) options() error {
+	c.pl.maxGroups, c.pl.maxRows = c.pl.policy.MaxGroups, c.pl.policy.MaxRows
+	c.opt.given = map[string]bool{}
+	for _, o := range c.st.Options {
+		if err := c.option(o); err != nil {
+			return err
 		}
-		seen[o.Name] = true
-		if o.IsText != (o.Name == "noise") {
-			if o.IsText {
-				return nil, refusef("option %s takes a number, not the string '%s'", o.Name, o.Text)
-			}
-			return nil, refusef("option noise takes 'auto', 'laplace' or 'gaussian' (a quoted string), not a number")
+	}
+	return c.budgetOptions()
+}
+
+// option reads one OPTIONS entry.
+func (c *checker) option(o dpselect.Option) error {
+	pl := c.pl
+	if c.opt.given[o.Name] {
+		return refusef("option %s is given twice", o.Name)
+	}
+	c.opt.given[o.Name] = true
+	if o.IsText != (o.Name == "noise") {
+		if o.IsText {
+			return refusef("option %s takes a number, not the string '%s'", o.Name, o.Text)
 		}
-		switch o.Name {
-		case "noise":
-			switch n := calibrate.Law(strings.ToLower(o.Text)); n {
-			case calibrate.Auto, calibrate.Laplace, calibrate.Gaussian:
-				pl.noise = n
-			default:
-				return nil, refusef("unknown noise '%s': OPTIONS noise takes 'auto' (the default: the law of lower error), 'laplace' or 'gaussian'", o.Text)
-			}
-		case "confidence":
-			if !(o.Value >= 0.5 && o.Value < 1) {
-				return nil, refusef("confidence must lie in [0.5, 1), got %v (for example confidence = 0.95)", o.Value)
-			}
-			pl.conf = o.Value
-		case "mu":
-			mu = o.Value
-		case "epsilon":
-			eps = o.Value
-		case "delta":
-			delta = o.Value
-		case "max_groups_contributed":
-			if o.Value != math.Trunc(o.Value) || o.Value < 1 || o.Value > float64(pl.policy.MaxGroups) {
-				return nil, refusef("max_groups_contributed must be an integer in [1, %d] (the policy's max_groups)", pl.policy.MaxGroups)
-			}
-			pl.maxGroups = int(o.Value)
-		case "selection_delta":
-			if !(o.Value > 0 && o.Value < 1) {
-				return nil, refusef("selection_delta must lie in (0, 1), got %v", o.Value)
-			}
-		case "privacy_unit_column":
-			return nil, refusef("the privacy unit is set by the owner's policy, not by OPTIONS")
+		return refusef("option noise takes 'auto', 'laplace' or 'gaussian' (a quoted string), not a number")
+	}
+	switch o.Name {
+	case "noise":
+		switch n := calibrate.Law(strings.ToLower(o.Text)); n {
+		case calibrate.Auto, calibrate.Laplace, calibrate.Gaussian:
+			pl.noise = n
 		default:
-			return nil, refusef("unknown option %q: OPTIONS takes mu, or epsilon and delta, max_groups_contributed, selection_delta, noise and confidence", o.Name)
+			return refusef("unknown noise '%s': OPTIONS noise takes 'auto' (the default: the law of lower error), "+
+				"'laplace' or 'gaussian'", o.Text)
 		}
+	case "confidence":
+		if !(o.Value >= 0.5 && o.Value < 1) {
+			return refusef("confidence must lie in [0.5, 1), got %v (for example confidence = 0.95)", o.Value)
+		}
+		pl.conf = o.Value
+	case "mu":
+		pl.mu = o.Value
+	case "epsilon":
+		pl.eps = o.Value
+	case "delta":
+		pl.delta = o.Value
+	case "max_groups_contributed":
+		if o.Value != math.Trunc(o.Value) || o.Value < 1 || o.Value > float64(pl.policy.MaxGroups) {
+			return refusef("max_groups_contributed must be an integer in [1, %d] (the policy's max_groups)",
+				pl.policy.MaxGroups)
+		}
+		pl.maxGroups = int(o.Value)
+	case "selection_delta":
+		if !(o.Value > 0 && o.Value < 1) {
+			return refusef("selection_delta must lie in (0, 1), got %v", o.Value)
+		}
+		c.opt.selectionDelta = o.Value
+	case "privacy_unit_column":
+		return refusef("the privacy unit is set by the owner's policy, not by OPTIONS")
+	default:
+		return refusef("unknown option %q: OPTIONS takes mu, or epsilon and delta, max_groups_contributed, "+
+			"selection_delta, noise and confidence", o.Name)
 	}
+	return nil
+}
+
+// budgetOptions checks that OPTIONS give one budget, mu or epsilon and
+// delta, in range, and epsilon for Laplace noise.
+func (c *checker) budgetOptions() error {
+	given, pl := c.opt.given, c.pl
 	switch {
-	case seen["mu"] && (seen["epsilon"] || seen["delta"]):
-		return nil, refusef("give mu, or epsilon and delta, not both")
-	case seen["mu"]:
-		if !(mu > 0) || math.IsInf(mu, 0) || mu > 100 {
-			return nil, refusef("mu must lie in (0, 100], got %v", mu)
+	case given["mu"] && (given["epsilon"] || given["delta"]):
+		return refusef("give mu, or epsilon and delta, not both")
+	case given["mu"]:
+		if !(pl.mu > 0) || math.IsInf(pl.mu, 0) || pl.mu > 100 {
+			return refusef("mu must lie in (0, 100], got %v", pl.mu)
 		}
-	case seen["epsilon"] && seen["delta"]:
-		if !(eps > 0) || math.IsInf(eps, 0) || !(delta > 0 && delta < 1) {
-			return nil, refusef("epsilon must be positive and finite and delta in (0, 1), got %v and %v", eps, delta)
+	case given["epsilon"] && given["delta"]:
+		if !(pl.eps > 0) || math.IsInf(pl.eps, 0) || !(pl.delta > 0 && pl.delta < 1) {
+			return refusef("epsilon must be positive and finite and delta in (0, 1), got %v and %v", pl.eps, pl.delta)
 		}
 	default:
-		return nil, refusef("OPTIONS must give mu, or epsilon and delta")
+		return refusef("OPTIONS must give mu, or epsilon and delta")
 	}
-	if pl.noise == calibrate.Laplace && seen["mu"] {
-		return nil, refusef("noise = 'laplace' is calibrated from an epsilon budget: give epsilon and delta, not mu")
+	if pl.noise == calibrate.Laplace && given["mu"] {
+		return refusef("noise = 'laplace' is calibrated from an epsilon budget: give epsilon and delta, not mu")
 	}
-	// Group keys.
-	for _, k := range st.GroupBy {
-		c, err := col(k, "GROUP BY")
+	return nil
+}
+
+// groupBy checks the GROUP BY columns (each once) and finds their public key
+// lists. Without GROUP BY a person contributes to the one group.
+func (c *checker) groupBy() error {
+	pl := c.pl
+	for _, k := range c.st.GroupBy {
+		col, err := c.column(k, "GROUP BY")
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for _, o := range pl.keys {
-			if o == c {
-				return nil, refusef("GROUP BY names %s twice", c)
-			}
+		if slices.Contains(pl.keys, col) {
+			return refusef("GROUP BY names %s twice", col)
 		}
-		pl.keys = append(pl.keys, c)
+		pl.keys = append(pl.keys, col)
 	}
 	if len(pl.keys) == 0 {
 		pl.maxGroups = 1
 	}
+	return c.publicKeys()
+}
+
+// publicKeys sets the plan's key sources when every GROUP BY column has a
+// public key list in the policy (the groups are then those lists', with no
+// partition selection); a list in a table that is now protected is refused.
+func (c *checker) publicKeys() error {
+	pl := c.pl
 	for _, k := range pl.keys {
 		src, ok := pl.policy.PublicKeys[k]
 		if !ok {
 			pl.keySources = nil
-			break
+			return nil
 		}
 		kt, kc, _ := strings.Cut(src, ".")
-		for t := range policies {
+		for t := range c.policies {
 			if strings.EqualFold(t, kt) {
-				return nil, refusef("the public keys of %s come from %s, which is now protected: ask the owner to fix the policy", k, kt)
+				return refusef("the public keys of %s come from %s, which is now protected: "+
+					"ask the owner to fix the policy", k, kt)
 			}
 		}
 		pl.keySources = append(pl.keySources, [2]string{kt, kc})
 	}
-	// Items.
-	names := map[string]bool{}
-	for _, it := range st.Items {
-		n := strings.ToLower(it.Name())
-		if names[n] {
-			return nil, refusef("two outputs are named %s: give them distinct aliases", it.Name())
-		}
-		names[n] = true
-		if it.Agg == "" {
-			idx := -1
-			for i, k := range pl.keys {
-				if strings.EqualFold(k, it.Column) {
-					idx = i
-				}
-			}
-			if idx < 0 {
-				return nil, refusef("column %s is neither a GROUP BY key nor inside a DP aggregate: only group keys and DP aggregates (COUNT, SUM, AVG, VAR_POP, STDDEV_POP, MEDIAN) may be selected", it.Column)
-			}
-			pl.items = append(pl.items, -1-idx)
-			continue
-		}
-		a := aggPlan{kind: it.Agg}
-		if it.Column != "" {
-			c, err := col(it.Column, it.Agg)
-			if err != nil {
-				return nil, err
-			}
-			a.column = c
-		}
-		if it.Agg != dpselect.Count {
-			switch b, ok := pl.policy.Bounds[a.column]; {
-			case it.Bounds != nil:
-				a.lo, a.hi = it.Bounds[0], it.Bounds[1]
-			case ok:
-				a.lo, a.hi = b[0], b[1]
-			default:
-				return nil, refusef("%s(%s) needs bounds: write contribution_bounds_per_group => (lo, hi), or ask the owner to set bounds for %s in the policy", it.Agg, a.column, a.column)
-			}
-			if !(a.lo < a.hi) || math.Abs(a.lo) > 1e15 || math.Abs(a.hi) > 1e15 {
-				return nil, refusef("bounds of %s(%s) must satisfy lo < hi with |lo|, |hi| <= 1e15, got (%v, %v)", it.Agg, a.column, a.lo, a.hi)
-			}
-		}
-		pl.items = append(pl.items, len(pl.aggs))
-		pl.aggs = append(pl.aggs, a)
-	}
-	if len(pl.aggs) == 0 {
-		return nil, refusef("a DP SELECT needs at least one aggregate (COUNT, SUM, AVG, VAR_POP, STDDEV_POP or MEDIAN); group keys alone are not released")
-	}
-	if pl.conf > 0 {
-		// Each aggregate's interval is released as alias_lo and alias_hi,
-		// right after it.
-		for _, it := range st.Items {
-			if it.Agg == "" {
-				continue
-			}
-			if it.Alias == "" {
-				return nil, refusef("with OPTIONS confidence, every aggregate needs an alias (its interval is released as alias_lo and alias_hi): write %s AS name", it.Name())
-			}
-			for _, sfx := range []string{"_lo", "_hi"} {
-				n := strings.ToLower(it.Alias + sfx)
-				if names[n] {
-					return nil, refusef("with OPTIONS confidence, %s's interval is released as %s, which another output is already named: choose other aliases", it.Alias, it.Alias+sfx)
-				}
-				names[n] = true
-			}
-		}
-	}
-	for _, o := range st.OrderBy {
-		if o.Pos == 0 && !names[strings.ToLower(o.Name)] {
-			return nil, refusef("ORDER BY %s: order by an output name or position", o.Name)
-		}
-	}
-	// WHERE.
-	if st.Where != nil {
-		var err error
-		dpselect.Walk(st.Where, func(e dpselect.Expr) {
-			if err != nil {
-				return
-			}
-			switch e := e.(type) {
-			case *dpselect.Col:
-				var c string
-				if c, err = col(e.Name, "WHERE"); err == nil {
-					e.Name = c
-				}
-			case *dpselect.Call:
-				n, ok := safeFunctions[e.Name]
-				if !ok {
-					err = refusef("function %s() is not allowed in WHERE: only functions that cannot fail on any input are (%s)", e.Name, safeList())
-				} else if len(e.Args) < n {
-					err = refusef("%s() needs at least %d arguments here", e.Name, n)
-				}
-			}
-		})
-		if err != nil {
-			return nil, err
-		}
-		pl.where = dpselect.String(st.Where)
-	}
-	// Budget: what the statement asks for. Its noise is planned once the
-	// schema is known (completePlan, budget.go).
-	selection := pl.selection()
-	if seen["selection_delta"] {
-		d := optionValue(st, "selection_delta")
-		switch {
-		case !selection && len(pl.keys) > 0:
-			return nil, refusef("selection_delta: every GROUP BY column has public keys, so there is no partition selection to pay for")
-		case !selection:
-			return nil, refusef("selection_delta applies to a GROUP BY (its partition selection); this statement has none")
-		case seen["delta"] && !(d < delta):
-			return nil, refusef("selection_delta %v must be below the statement's delta %v (the rest pays the aggregates)", d, delta)
-		}
-		pl.deltaS, pl.deltaSSet = d, true
-	} else if selection && seen["mu"] {
-		// A mu statement's selection spends a share of the scope's delta.
-		pl.deltaS = SelectionDeltaShare * scopeDelta
-	}
-	pl.mu, pl.eps, pl.delta = mu, eps, delta
-	if err := pl.boundRowWork(); err != nil {
-		return nil, err
-	}
-	return pl, nil
+	return nil
 }
 
-// optionValue returns the value of a numeric option of st.
-func optionValue(st *dpselect.Statement, name string) float64 {
-	for _, o := range st.Options {
-		if o.Name == name {
-			return o.Value
+// items checks the SELECT list: distinct output names, group keys that are
+// GROUP BY columns, DP aggregates with their bounds, and at least one
+// aggregate.
+func (c *checker) items() error {
+	c.outputs = map[string]bool{}
+	for _, it := range c.st.Items {
+		n := strings.ToLower(it.Name())
+		if c.outputs[n] {
+			return refusef("two outputs are named %s: give them distinct aliases", it.Name())
+		}
+		c.outputs[n] = true
+		var err error
+		if it.Agg == "" {
+			err = c.keyItem(it)
+		} else {
+			err = c.aggregate(it)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	return 0
+	if len(c.pl.aggs) == 0 {
+		return refusef("a DP SELECT needs at least one aggregate (COUNT, SUM, AVG, VAR_POP, STDDEV_POP or MEDIAN); " +
+			"group keys alone are not released")
+	}
+	return nil
 }
+
+// keyItem checks an output that is a group key.
+func (c *checker) keyItem(it dpselect.Item) error {
+	idx := -1
+	for i, k := range c.pl.keys {
+		if strings.EqualFold(k, it.Column) {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return refusef("column %s is neither a GROUP BY key nor inside a DP aggregate: only group keys and DP "+
+			"aggregates (COUNT, SUM, AVG, VAR_POP, STDDEV_POP, MEDIAN) may be selected", it.Column)
+	}
+	c.pl.items = append(c.pl.items, -1-idx)
+	return nil
+}
+
+// aggregate checks an output that is a DP aggregate and adds it to the plan.
+func (c *checker) aggregate(it dpselect.Item) error {
+	a := aggPlan{kind: it.Agg}
+	if it.Column != "" {
+		col, err := c.column(it.Column, it.Agg)
+		if err != nil {
+			return err
+		}
+		a.column = col
+	}
+	if it.Agg != dpselect.Count {
+		if err := c.bounds(it, &a); err != nil {
+			return err
+		}
+	}
+	c.pl.items = append(c.pl.items, len(c.pl.aggs))
+	c.pl.aggs = append(c.pl.aggs, a)
+	return nil
+}
+
+// bounds sets the clamping bounds of a, the statement's
+// contribution_bounds_per_group or else the policy's.
+func (c *checker) bounds(it dpselect.Item, a *aggPlan) error {
+	switch b, ok := c.pl.policy.Bounds[a.column]; {
+	case it.Bounds != nil:
+		a.lo, a.hi = it.Bounds[0], it.Bounds[1]
+	case ok:
+		a.lo, a.hi = b[0], b[1]
+	default:
+		return refusef("%s(%s) needs bounds: write contribution_bounds_per_group => (lo, hi), or ask the owner to "+
+			"set bounds for %s in the policy", it.Agg, a.column, a.column)
+	}
+	if !(a.lo < a.hi) || math.Abs(a.lo) > 1e15 || math.Abs(a.hi) > 1e15 {
+		return refusef("bounds of %s(%s) must satisfy lo < hi with |lo|, |hi| <= 1e15, "+
+			"got (%v, %v)", it.Agg, a.column, a.lo, a.hi)
+	}
+	return nil
+}
+
+// intervals checks, under OPTIONS confidence, the outputs that carry each
+// aggregate's interval, alias_lo and alias_hi, right after it: every
+// aggregate needs an alias, and the names must be free.
+func (c *checker) intervals() error {
+	if c.pl.conf == 0 {
+		return nil
+	}
+	for _, it := range c.st.Items {
+		if it.Agg == "" {
+			continue
+		}
+		if it.Alias == "" {
+			return refusef("with OPTIONS confidence, every aggregate needs an alias (its interval is released as "+
+				"alias_lo and alias_hi): write %s AS name", it.Name())
+		}
+		for _, sfx := range []string{"_lo", "_hi"} {
+			n := strings.ToLower(it.Alias + sfx)
+			if c.outputs[n] {
+				return refusef("with OPTIONS confidence, %s's interval is released as %s, which another output is "+
+					"already named: choose other aliases", it.Alias, it.Alias+sfx)
+			}
+			c.outputs[n] = true
+		}
+	}
+	return nil
+}
+
+// orderBy checks that ORDER BY names outputs (positions were checked by the
+// parser).
+func (c *checker) orderBy() error {
+	for _, o := range c.st.OrderBy {
+		if o.Pos == 0 && !c.outputs[strings.ToLower(o.Name)] {
+			return refusef("ORDER BY %s: order by an output name or position", o.Name)
+		}
+	}
+	return nil
+}
+
+// where checks WHERE: columns of the table (respelled as the schema spells
+// them) and calls of functions that cannot fail; the plan keeps it rendered.
+func (c *checker) where() error {
+	if c.st.Where == nil {
+		return nil
+	}
+	var err error
+	dpselect.Walk(c.st.Where, func(e dpselect.Expr) {
+		if err == nil {
+			err = c.whereTerm(e)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	c.pl.where = dpselect.String(c.st.Where)
+	return nil
+}
+
+// whereTerm checks one expression of WHERE.
+func (c *checker) whereTerm(e dpselect.Expr) error {
+	switch e := e.(type) {
+	case *dpselect.Col:
+		col, err := c.column(e.Name, "WHERE")
+		if err != nil {
+			return err
+		}
+		e.Name = col
+	case *dpselect.Call:
+		n, ok := safeFunctions[e.Name]
+		if !ok {
+			return refusef("function %s() is not allowed in WHERE: "+
+				"only functions that cannot fail on any input are (%s)", e.Name, safeList())
+		}
+		if len(e.Args) < n {
+			return refusef("%s() needs at least %d arguments here", e.Name, n)
+		}
+	}
+	return nil
+}
+
+// budget checks what the statement asks its partition selection to spend:
+// OPTIONS selection_delta applies to a GROUP BY without public keys and stays
+// below the statement's delta; without it, a mu statement's selection spends
+// SelectionDeltaShare of the scope's delta (an epsilon statement's share is
+// calibrate's to choose). The noise is planned once the schema is known
+// (completePlan, budget.go).
+func (c *checker) budget() error {
+	pl, given := c.pl, c.opt.given
+	selection := pl.selection()
+	if !given["selection_delta"] {
+		if selection && given["mu"] {
+			pl.deltaS = SelectionDeltaShare * c.scopeDelta
+		}
+		return nil
+	}
+	switch d := c.opt.selectionDelta; {
+	case !selection && len(pl.keys) > 0:
+		return refusef("selection_delta: every GROUP BY column has public keys, " +
+			"so there is no partition selection to pay for")
+	case !selection:
+		return refusef("selection_delta applies to a GROUP BY (its partition selection); this statement has none")
+	case given["delta"] && !(d < pl.delta):
+		return refusef("selection_delta %v must be below the statement's delta %v (the rest pays the aggregates)",
+			d, pl.delta)
+	}
+	pl.deltaS, pl.deltaSSet = c.opt.selectionDelta, true
+	return nil
+}
+
+// rowWork bounds the statement's work per row read, and guards WHERE's
+// columns by their max_length (cost.go).
+func (c *checker) rowWork() error { return c.pl.boundRowWork() }
 
 // gaussianValues returns a bound on the values the Gaussian sampler draws
 // for a statement over at most groups groups: per group, each value's
