@@ -24,8 +24,8 @@ import (
 // releaseRows. What it does itself is the per-person bounding (at most
 // max_rows rows per (person, group) and max_groups groups per person, chosen
 // uniformly at random from that person's rows alone; one row chosen
-// uniformly among all the person's rows when both are 1, as rewriteOneRow
-// does) and the sums per group, with [Figures.Add].
+// uniformly among all the person's rows when both are 1, as the rewrite's
+// onePerPerson does) and the sums per group, with [Figures.Add].
 
 // StatementInputs are everything a statement's plan depends on, all of it
 // public: the statement, the protected table's policy and columns, the
@@ -228,15 +228,9 @@ func (s *Statement) RowSQL(parts, part int) string {
 			fmt.Fprintf(&b, ", %s, NULL", valueExpr(a))
 		}
 	}
-	where := "1"
-	if pl.where != "" {
-		where = pl.where
-	}
-	for i := range pl.keySources {
-		where = fmt.Sprintf("(%s) AND %s", where, pl.keyFilter(i))
-	}
+	where := rowFilter(pl)
 	if pl.policy.PrivacyUnit != "" {
-		where = fmt.Sprintf("(%s) AND %s IS NOT NULL", where, dpselect.QuoteIdent(pl.policy.PrivacyUnit))
+		where = fmt.Sprintf("(%s) AND %s", where, unitKnown(pl))
 	}
 	fmt.Fprintf(&b, " FROM main.%s WHERE (%s) AND ((rowid %% %d) + %d) %% %d = %d", dpselect.QuoteIdent(pl.table), where, parts, parts, parts, part)
 	return b.String()

@@ -120,196 +120,264 @@ func valueExpr(a aggPlan) string { return fixedPoint(a, false, 1/a.quant) }
 // STDDEV_POP), itself centred on sqMid, NULL when the value is dropped.
 func squareExpr(a aggPlan) string { return fixedPoint(a, true, 1/a.sqQuant) }
 
-// rewrite returns the SQLite SQL of a plan.
-func rewrite(pl *plan) string {
-	var b strings.Builder
-	t := "main." + dpselect.QuoteIdent(pl.table)
-	keys := make([]string, len(pl.keys))
+// The rewrite in levels, one builder each:
+//
+//	level 1, rows:    the rows the statement reads (rowFilter), with their
+//	                  keys' canonical forms and per aggregate its value
+//	                  columns (valueColumns), or a MEDIAN's bucket;
+//	level 2, persons: per-person bounding, either at most max_rows rows per
+//	                  (person, group) ranked at random (rankedRows) and at
+//	                  most max_groups groups per person (personGroups), or
+//	                  one row per person (onePerPerson);
+//	level 3, groups:  per group the number of persons and each aggregate's
+//	                  figures (groupLevel), from level 1 itself when each row
+//	                  is a person, else from level 2.
+//
+// rewrite and rewriteHistogram compose them; Statement.RowSQL (an engine
+// outside SQLite) reads level 1's rows through rowFilter and valueExpr.
+
+// rewriter holds what every level of one plan's SQL uses.
+type rewriter struct {
+	pl    *plan
+	table string   // main."table"
+	where string   // the rows read (rowFilter), with the unit not NULL when each row is a person
+	unit  string   // the privacy unit, quoted; "" when each row is a person (no unit, or a unique one)
+	keys  []string // the GROUP BY keys' canonical forms (keys.go)
+	kk    []string // their names above level 1: _k0, _k1, ...
+}
+
+func newRewriter(pl *plan) *rewriter {
+	r := &rewriter{pl: pl, table: "main." + dpselect.QuoteIdent(pl.table), where: rowFilter(pl),
+		keys: make([]string, len(pl.keys)), kk: make([]string, len(pl.keys))}
 	for i := range pl.keys {
-		keys[i] = pl.keyExpr(i) // the canonical form (keys.go)
+		r.keys[i], r.kk[i] = pl.keyExpr(i), "_k"+strconv.Itoa(i)
 	}
+	switch {
+	case pl.unitUnique:
+		// One row per person at most: nothing to bound, but rows without a
+		// person are dropped as below.
+		r.where = fmt.Sprintf("(%s) AND %s", r.where, unitKnown(pl))
+	case pl.policy.PrivacyUnit != "":
+		r.unit = dpselect.QuoteIdent(pl.policy.PrivacyUnit)
+	}
+	return r
+}
+
+// rowFilter is the SQL of the rows a plan reads: those that pass WHERE and
+// whose keys are in their public lists (rows with other keys are dropped).
+func rowFilter(pl *plan) string {
 	where := "1"
 	if pl.where != "" {
 		where = pl.where
 	}
 	for i := range pl.keySources {
-		// Rows whose keys are not in the public lists are dropped.
 		where = fmt.Sprintf("(%s) AND %s", where, pl.keyFilter(i))
 	}
-	if pl.unitUnique {
-		// One row per person at most: nothing to bound, but rows without a
-		// person are dropped as below.
-		where = fmt.Sprintf("(%s) AND %s IS NOT NULL", where, dpselect.QuoteIdent(pl.policy.PrivacyUnit))
-	}
-	if pl.policy.PrivacyUnit == "" || pl.unitUnique {
-		// Each row is a person: one row in one group, nothing to bound.
-		b.WriteString("SELECT ")
-		for _, k := range keys {
-			b.WriteString(k + ", ")
-		}
-		b.WriteString("count(*)")
-		for _, a := range pl.aggs {
-			switch a.kind {
-			case dpselect.Median: // read by its own query (rewriteHistogram)
-				b.WriteString(", 0")
-			case dpselect.Count:
-				if a.column == "" {
-					b.WriteString(", count(*)")
-				} else {
-					b.WriteString(", count(" + dpselect.QuoteIdent(a.column) + ")")
-				}
-			default:
-				v := valueExpr(a)
-				fmt.Fprintf(&b, ", coalesce(sum(%s), 0)", v)
-				if a.needsCount() {
-					b.WriteString(", " + countNumbers(dpselect.QuoteIdent(a.column), !a.numericCompare))
-				}
-				if a.needsSq() {
-					fmt.Fprintf(&b, ", coalesce(sum(%s), 0)", squareExpr(a))
-				}
-			}
-		}
-		fmt.Fprintf(&b, " FROM %s WHERE %s", t, where)
-		if len(keys) > 0 {
-			b.WriteString(" GROUP BY " + strings.Join(keys, ", "))
-		}
-		return b.String()
-	}
-	u := dpselect.QuoteIdent(pl.policy.PrivacyUnit)
-	if pl.maxRows == 1 && pl.maxGroups == 1 {
-		return rewriteOneRow(pl, t, u, keys, where)
-	}
-	// Level 1: the rows, their values and a random rank within (person, group).
-	var l1 strings.Builder
-	l1.WriteString("SELECT " + u + " AS _u")
-	for i, k := range keys {
-		fmt.Fprintf(&l1, ", %s AS _k%d", k, i)
-	}
-	for j, a := range pl.aggs {
-		switch {
-		case a.kind == dpselect.Median:
-		case a.kind == dpselect.Count && a.column != "":
-			fmt.Fprintf(&l1, ", (%s IS NOT NULL) AS _v%d", dpselect.QuoteIdent(a.column), j)
-		case a.kind != dpselect.Count:
-			fmt.Fprintf(&l1, ", %s AS _v%d", valueExpr(a), j)
-			if a.needsSq() {
-				fmt.Fprintf(&l1, ", %s AS _w%d", squareExpr(a), j)
-			}
-		}
-	}
-	fmt.Fprintf(&l1, ", row_number() OVER (PARTITION BY %s ORDER BY random()) AS _rn FROM %s WHERE (%s) AND %s IS NOT NULL",
-		strings.Join(append([]string{u}, keys...), ", "), t, where, u)
-	kk := make([]string, len(keys))
-	for i := range keys {
-		kk[i] = "_k" + strconv.Itoa(i)
-	}
-	// Level 2: one row per (person, group), at most max_rows rows in it, and
-	// a random rank of the group among the person's groups.
-	var l2 strings.Builder
-	l2.WriteString("SELECT _u")
-	for _, k := range kk {
-		l2.WriteString(", " + k)
-	}
-	l2.WriteString(", count(*) AS _n")
-	for j, a := range pl.aggs {
-		switch {
-		case a.kind == dpselect.Median:
-		case a.kind == dpselect.Count && a.column != "":
-			fmt.Fprintf(&l2, ", sum(_v%d) AS _s%d", j, j)
-		case a.kind != dpselect.Count:
-			fmt.Fprintf(&l2, ", coalesce(sum(_v%d), 0) AS _s%d, count(_v%d) AS _c%d", j, j, j, j)
-			if a.needsSq() {
-				fmt.Fprintf(&l2, ", coalesce(sum(_w%d), 0) AS _q%d", j, j)
-			}
-		}
-	}
-	fmt.Fprintf(&l2, ", row_number() OVER (PARTITION BY _u ORDER BY random()) AS _gn FROM (%s) WHERE _rn <= %d GROUP BY %s",
-		l1.String(), pl.maxRows, strings.Join(append([]string{"_u"}, kk...), ", "))
-	// Level 3: the groups.
-	b.WriteString("SELECT ")
-	for _, k := range kk {
-		b.WriteString(k + ", ")
-	}
-	b.WriteString("count(*)")
-	for j, a := range pl.aggs {
-		switch {
-		case a.kind == dpselect.Median:
-			b.WriteString(", 0")
-		case a.kind == dpselect.Count && a.column == "":
-			b.WriteString(", sum(_n)")
-		case a.kind == dpselect.Count:
-			fmt.Fprintf(&b, ", sum(_s%d)", j)
-		default:
-			fmt.Fprintf(&b, ", sum(_s%d)", j)
-			if a.needsCount() {
-				fmt.Fprintf(&b, ", sum(_c%d)", j)
-			}
-			if a.needsSq() {
-				fmt.Fprintf(&b, ", sum(_q%d)", j)
-			}
-		}
-	}
-	fmt.Fprintf(&b, " FROM (%s) WHERE _gn <= %d", l2.String(), pl.maxGroups)
-	if len(kk) > 0 {
-		b.WriteString(" GROUP BY " + strings.Join(kk, ", "))
-	}
-	return b.String()
+	return where
 }
 
-// rewriteOneRow bounds each person to one row (max_rows = max_groups = 1)
-// in one GROUP BY: SQLite's min() gives its bare columns the values of the
-// row where the minimum is reached, here of random(), a fresh uniform choice
-// among the person's rows.
-func rewriteOneRow(pl *plan, t, u string, keys []string, where string) string {
-	var in strings.Builder
-	in.WriteString("SELECT ")
-	kk := make([]string, len(keys))
-	for i, k := range keys {
-		kk[i] = "_k" + strconv.Itoa(i)
-		fmt.Fprintf(&in, "%s AS _k%d, ", k, i)
+// unitKnown is the SQL that drops the rows whose privacy unit is NULL (a
+// public rule: they belong to no person).
+func unitKnown(pl *plan) string { return dpselect.QuoteIdent(pl.policy.PrivacyUnit) + " IS NOT NULL" }
+
+// sqlList writes SQL terms separated by ", ".
+type sqlList struct {
+	b strings.Builder
+	n int
+}
+
+func (l *sqlList) add(terms ...string) {
+	for _, t := range terms {
+		l.sep()
+		l.b.WriteString(t)
 	}
-	for j, a := range pl.aggs {
+}
+
+func (l *sqlList) addf(format string, args ...any) {
+	l.sep()
+	fmt.Fprintf(&l.b, format, args...)
+}
+
+func (l *sqlList) sep() {
+	if l.n > 0 {
+		l.b.WriteString(", ")
+	}
+	l.n++
+}
+
+func (l *sqlList) String() string { return l.b.String() }
+
+// keyColumns adds level 1's key columns: each key's canonical form AS _k<i>.
+func (r *rewriter) keyColumns(l *sqlList) {
+	for i, k := range r.keys {
+		l.add(k + " AS " + r.kk[i])
+	}
+}
+
+// valueColumns adds level 1's value columns, per aggregate j: COUNT(col)'s
+// non-NULL flag _v<j>; a sum's fixed-point value _v<j> and, for VAR_POP and
+// STDDEV_POP, its square _w<j> (COUNT(*) needs none, MEDIAN its own query).
+func (r *rewriter) valueColumns(l *sqlList) {
+	for j, a := range r.pl.aggs {
 		switch {
 		case a.kind == dpselect.Median:
 		case a.kind == dpselect.Count && a.column != "":
-			fmt.Fprintf(&in, "(%s IS NOT NULL) AS _v%d, ", dpselect.QuoteIdent(a.column), j)
+			l.addf("(%s IS NOT NULL) AS _v%d", dpselect.QuoteIdent(a.column), j)
 		case a.kind != dpselect.Count:
-			fmt.Fprintf(&in, "%s AS _v%d, ", valueExpr(a), j)
+			l.addf("%s AS _v%d", valueExpr(a), j)
 			if a.needsSq() {
-				fmt.Fprintf(&in, "%s AS _w%d, ", squareExpr(a), j)
+				l.addf("%s AS _w%d", squareExpr(a), j)
 			}
 		}
 	}
-	fmt.Fprintf(&in, "min(random()) AS _r FROM %s WHERE (%s) AND %s IS NOT NULL GROUP BY %s", t, where, u, u)
-	var b strings.Builder
-	b.WriteString("SELECT ")
-	for _, k := range kk {
-		b.WriteString(k + ", ")
-	}
-	b.WriteString("count(*)")
-	for j, a := range pl.aggs {
+}
+
+// rankedRows is level 1 under a privacy unit: the rows of persons, with the
+// person (_u), the keys, the columns values adds, and a random rank within
+// (person, group), _rn, drawn afresh for each row.
+func (r *rewriter) rankedRows(values func(*sqlList)) string {
+	var l sqlList
+	l.add(r.unit + " AS _u")
+	r.keyColumns(&l)
+	values(&l)
+	l.addf("row_number() OVER (PARTITION BY %s ORDER BY random()) AS _rn",
+		strings.Join(append([]string{r.unit}, r.keys...), ", "))
+	return fmt.Sprintf("SELECT %s FROM %s WHERE (%s) AND %s IS NOT NULL", l.String(), r.table, r.where, r.unit)
+}
+
+// personGroups is level 2: one row per (person, group) of rankedRows, at most
+// max_rows rows in it, their count _n and per aggregate j its sums (_s<j>, of
+// non-NULL values _c<j>, of squares _q<j>), and a random rank of the group
+// among the person's groups, _gn.
+func (r *rewriter) personGroups() string {
+	var l sqlList
+	l.add("_u")
+	l.add(r.kk...)
+	l.add("count(*) AS _n")
+	for j, a := range r.pl.aggs {
 		switch {
 		case a.kind == dpselect.Median:
-			b.WriteString(", 0")
-		case a.kind == dpselect.Count && a.column == "":
-			b.WriteString(", count(*)")
-		case a.kind == dpselect.Count:
-			fmt.Fprintf(&b, ", sum(_v%d)", j)
-		default:
-			fmt.Fprintf(&b, ", coalesce(sum(_v%d), 0)", j)
-			if a.needsCount() {
-				fmt.Fprintf(&b, ", count(_v%d)", j)
-			}
+		case a.kind == dpselect.Count && a.column != "":
+			l.addf("sum(_v%d) AS _s%d", j, j)
+		case a.kind != dpselect.Count:
+			l.addf("coalesce(sum(_v%d), 0) AS _s%d, count(_v%d) AS _c%d", j, j, j, j)
 			if a.needsSq() {
-				fmt.Fprintf(&b, ", coalesce(sum(_w%d), 0)", j)
+				l.addf("coalesce(sum(_w%d), 0) AS _q%d", j, j)
 			}
 		}
 	}
-	fmt.Fprintf(&b, " FROM (%s)", in.String())
-	if len(kk) > 0 {
-		b.WriteString(" GROUP BY " + strings.Join(kk, ", "))
+	l.add("row_number() OVER (PARTITION BY _u ORDER BY random()) AS _gn")
+	return fmt.Sprintf("SELECT %s FROM (%s) WHERE _rn <= %d GROUP BY %s", l.String(), r.rankedRows(r.valueColumns),
+		r.pl.maxRows, strings.Join(append([]string{"_u"}, r.kk...), ", "))
+}
+
+// onePerPerson is level 2 when max_rows = max_groups = 1: one row per person,
+// in one GROUP BY; SQLite's min() gives its bare columns the values of the
+// row where the minimum is reached, here of random(), a fresh uniform choice
+// among the person's rows.
+func (r *rewriter) onePerPerson() string {
+	var l sqlList
+	r.keyColumns(&l)
+	r.valueColumns(&l)
+	l.add("min(random()) AS _r")
+	return fmt.Sprintf("SELECT %s FROM %s WHERE (%s) AND %s IS NOT NULL GROUP BY %s", l.String(), r.table, r.where,
+		r.unit, r.unit)
+}
+
+// What level 3 reads.
+type groupInput int
+
+const (
+	overRows         groupInput = iota // level 1 itself, each row a person
+	overPersons                        // onePerPerson
+	overPersonGroups                   // personGroups
+)
+
+// groupLevel is level 3: one row per group of from (SQL after FROM), its keys,
+// the number of persons in it and per aggregate its figures (groupFigures).
+func (r *rewriter) groupLevel(in groupInput, from string) string {
+	keys := r.kk
+	if in == overRows {
+		keys = r.keys
 	}
-	return b.String()
+	var l sqlList
+	l.add(keys...)
+	l.add("count(*)")
+	for j, a := range r.pl.aggs {
+		groupFigures(&l, in, j, a)
+	}
+	s := "SELECT " + l.String() + " FROM " + from
+	if len(keys) > 0 {
+		s += " GROUP BY " + strings.Join(keys, ", ")
+	}
+	return s
+}
+
+// groupFigures adds aggregate j's figures in a group, read from in: COUNT's
+// count; a sum's fixed-point sum, for AVG, VAR_POP and STDDEV_POP its count
+// of values, and for VAR_POP and STDDEV_POP its sum of squares; MEDIAN a
+// placeholder 0 (its histograms are read by rewriteHistogram's query).
+func groupFigures(l *sqlList, in groupInput, j int, a aggPlan) {
+	switch {
+	case a.kind == dpselect.Median:
+		l.add("0")
+	case a.kind == dpselect.Count && a.column == "":
+		if in == overPersonGroups {
+			l.add("sum(_n)")
+		} else {
+			l.add("count(*)")
+		}
+	case a.kind == dpselect.Count:
+		switch in {
+		case overRows:
+			l.add("count(" + dpselect.QuoteIdent(a.column) + ")")
+		case overPersons:
+			l.addf("sum(_v%d)", j)
+		default:
+			l.addf("sum(_s%d)", j)
+		}
+	default:
+		switch in {
+		case overRows:
+			l.addf("coalesce(sum(%s), 0)", valueExpr(a))
+			if a.needsCount() {
+				l.add(countNumbers(dpselect.QuoteIdent(a.column), !a.numericCompare))
+			}
+			if a.needsSq() {
+				l.addf("coalesce(sum(%s), 0)", squareExpr(a))
+			}
+		case overPersons:
+			l.addf("coalesce(sum(_v%d), 0)", j)
+			if a.needsCount() {
+				l.addf("count(_v%d)", j)
+			}
+			if a.needsSq() {
+				l.addf("coalesce(sum(_w%d), 0)", j)
+			}
+		default:
+			l.addf("sum(_s%d)", j)
+			if a.needsCount() {
+				l.addf("sum(_c%d)", j)
+			}
+			if a.needsSq() {
+				l.addf("sum(_q%d)", j)
+			}
+		}
+	}
+}
+
+// rewrite returns the SQLite SQL of a plan: level 3 over level 1 when each
+// row is a person, else over level 2.
+func rewrite(pl *plan) string {
+	r := newRewriter(pl)
+	switch {
+	case r.unit == "":
+		// Each row is a person: one row in one group, nothing to bound.
+		return r.groupLevel(overRows, fmt.Sprintf("%s WHERE %s", r.table, r.where))
+	case pl.maxRows == 1 && pl.maxGroups == 1:
+		return r.groupLevel(overPersons, "("+r.onePerPerson()+")")
+	}
+	return r.groupLevel(overPersonGroups, fmt.Sprintf("(%s) WHERE _gn <= %d", r.personGroups(), pl.maxGroups))
 }
 
 // bucketExpr is the histogram bucket, in [0, MedianBuckets), of a MEDIAN's
@@ -330,47 +398,33 @@ func bucketExpr(a aggPlan) string {
 // row (group keys, bucket, count) per non-empty bucket of each group, over
 // rows bounded per person as the main statement bounds them (at most
 // max_rows rows in each of at most max_groups groups, chosen afresh at
-// random: the histogram is its own release, bounded on its own).
+// random: the histogram is its own release, bounded on its own). Its level 1
+// is the main statement's, with the bucket as the value column.
 func rewriteHistogram(pl *plan, a aggPlan) string {
-	t := "main." + dpselect.QuoteIdent(pl.table)
-	keys := make([]string, len(pl.keys))
-	kk := make([]string, len(pl.keys))
-	for i := range pl.keys {
-		keys[i] = pl.keyExpr(i) // the canonical form, as the main statement's (keys.go)
-		kk[i] = "_k" + strconv.Itoa(i)
+	r := newRewriter(pl)
+	bucket := func(l *sqlList) { l.add(bucketExpr(a) + " AS _b") }
+	group := strings.Join(append(append([]string(nil), r.kk...), "_b"), ", ")
+	if r.unit == "" {
+		var l sqlList
+		r.keyColumns(&l)
+		bucket(&l)
+		rows := fmt.Sprintf("SELECT %s FROM %s WHERE %s", l.String(), r.table, r.where)
+		return fmt.Sprintf("SELECT %s FROM (%s) WHERE _b IS NOT NULL GROUP BY %s",
+			strings.Join(append(append([]string(nil), r.kk...), "_b", "count(*)"), ", "), rows, group)
 	}
-	where := "1"
-	if pl.where != "" {
-		where = pl.where
-	}
-	for i := range pl.keySources {
-		where = fmt.Sprintf("(%s) AND %s", where, pl.keyFilter(i))
-	}
-	var sel strings.Builder // the keys as _k0, ...
-	for i, k := range keys {
-		fmt.Fprintf(&sel, "%s AS %s, ", k, kk[i])
-	}
-	group := strings.Join(append(append([]string(nil), kk...), "_b"), ", ")
-	if pl.unitUnique {
-		where = fmt.Sprintf("(%s) AND %s IS NOT NULL", where, dpselect.QuoteIdent(pl.policy.PrivacyUnit))
-	}
-	if pl.policy.PrivacyUnit == "" || pl.unitUnique {
-		return fmt.Sprintf("SELECT %s FROM (SELECT %s%s AS _b FROM %s WHERE %s) WHERE _b IS NOT NULL GROUP BY %s",
-			strings.Join(append(append([]string(nil), kk...), "_b", "count(*)"), ", "), sel.String(), bucketExpr(a), t, where, group)
-	}
-	u := dpselect.QuoteIdent(pl.policy.PrivacyUnit)
-	part := strings.Join(append([]string{u}, keys...), ", ")
-	rows := fmt.Sprintf("SELECT %s AS _u, %s%s AS _b, row_number() OVER (PARTITION BY %s ORDER BY random()) AS _rn FROM %s WHERE (%s) AND %s IS NOT NULL",
-		u, sel.String(), bucketExpr(a), part, t, where, u)
-	pk := strings.Join(append([]string{"_u"}, kk...), ", ")
-	groups := fmt.Sprintf("SELECT %s, row_number() OVER (PARTITION BY _u ORDER BY random()) AS _gn FROM (SELECT DISTINCT %s FROM _r)", pk, pk)
+	rows := r.rankedRows(bucket)
+	pk := strings.Join(append([]string{"_u"}, r.kk...), ", ")
+	groups := fmt.Sprintf("SELECT %s, row_number() OVER (PARTITION BY _u ORDER BY random()) AS _gn "+
+		"FROM (SELECT DISTINCT %s FROM _r)", pk, pk)
 	on := []string{"_r._u IS _g._u"}
-	rk := make([]string, len(kk))
-	for i, k := range kk {
+	rk := make([]string, len(r.kk))
+	for i, k := range r.kk {
 		on = append(on, fmt.Sprintf("_r.%s IS _g.%s", k, k))
 		rk[i] = "_r." + k
 	}
-	return fmt.Sprintf("WITH _r AS (%s), _g AS (%s) SELECT %s FROM _r JOIN _g ON %s WHERE _r._rn <= %d AND _g._gn <= %d AND _r._b IS NOT NULL GROUP BY %s",
+	return fmt.Sprintf("WITH _r AS (%s), _g AS (%s) SELECT %s FROM _r JOIN _g ON %s "+
+		"WHERE _r._rn <= %d AND _g._gn <= %d AND _r._b IS NOT NULL GROUP BY %s",
 		rows, groups, strings.Join(append(append([]string(nil), rk...), "_r._b", "count(*)"), ", "),
-		strings.Join(on, " AND "), pl.maxRows, pl.maxGroups, strings.Join(append(append([]string(nil), rk...), "_r._b"), ", "))
+		strings.Join(on, " AND "), pl.maxRows, pl.maxGroups,
+		strings.Join(append(append([]string(nil), rk...), "_r._b"), ", "))
 }
