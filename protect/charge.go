@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/dpsql/dpsql/ledger"
-	"github.com/dpsql/dpsql/protect/dpselect"
 )
 
 // Charge before read. Whether a DP statement is charged, and how much, must
@@ -63,14 +62,17 @@ func (e *Engine) accept(ctx context.Context, scope, query string) (*plan, error)
 	return pl, nil
 }
 
-// prepareAll prepares the statement's SQL (and each MEDIAN's histogram
-// query) under the execution authorizer, reading nothing: a statement SQLite
+// prepareAll prepares the statement's SQL (and each query of its own: a
+// histogram's, a distinct count's) under the execution authorizer, reading nothing: a statement SQLite
 // cannot prepare, or that asks for a read the checker did not approve, fails
 // here, before it is charged, and never after.
 func prepareAll(ctx context.Context, conn *sql.Conn, pl *plan) error {
 	texts := []string{rewrite(pl)}
 	for _, a := range pl.aggs {
-		if a.kind == dpselect.Median {
+		switch {
+		case a.distinct && !a.persons:
+			texts = append(texts, rewriteDistinct(pl, a))
+		case histogramKind(a.kind):
 			texts = append(texts, rewriteHistogram(pl, a))
 		}
 	}

@@ -60,8 +60,13 @@ var ruleFunctions = []string{"count", "sum", "max", "min", "round", "typeof", "r
 
 // aggPlan is one DP aggregate of a statement.
 type aggPlan struct {
-	kind   string // COUNT, SUM, AVG
+	kind   string // COUNT, SUM, AVG, ... (dpselect's aggregate names)
 	column string // "" for COUNT(*)
+	// distinct: COUNT(DISTINCT column); persons: of the privacy unit (the
+	// group's count of persons). param: PERCENTILE_CONT's p or
+	// APPROX_QUANTILES's k (aggregates.go).
+	distinct, persons bool
+	param             float64
 	// numericCompare: the column's declared type is known not to give it
 	// TEXT affinity (no CHAR, CLOB or TEXT in it), so comparing it with a
 	// number compares numbers as numbers and puts text and blobs after
@@ -413,7 +418,8 @@ func (c *checker) items() error {
 		}
 	}
 	if len(c.pl.aggs) == 0 {
-		return refusef("a DP SELECT needs at least one aggregate (COUNT, SUM, AVG, VAR_POP, STDDEV_POP or MEDIAN); " +
+		return refusef("a DP SELECT needs at least one aggregate (COUNT, SUM, AVG, VAR_POP, STDDEV_POP, MEDIAN, " +
+			"PERCENTILE_CONT or APPROX_QUANTILES); " +
 			"group keys alone are not released")
 	}
 	return nil
@@ -450,6 +456,9 @@ func (c *checker) aggregate(it dpselect.Item) error {
 			return err
 		}
 	}
+	if err := c.aggregateForm(it, &a); err != nil {
+		return err
+	}
 	c.pl.items = append(c.pl.items, len(c.pl.aggs))
 	c.pl.aggs = append(c.pl.aggs, a)
 	return nil
@@ -464,8 +473,8 @@ func (c *checker) bounds(it dpselect.Item, a *aggPlan) error {
 	case ok:
 		a.lo, a.hi = b[0], b[1]
 	default:
-		return refusef("%s(%s) needs bounds: write contribution_bounds_per_group => (lo, hi), or ask the owner to "+
-			"set bounds for %s in the policy", it.Agg, a.column, a.column)
+		return refusef("%s(%s) needs bounds: write %s => (lo, hi), or ask the owner to "+
+			"set bounds for %s in the policy", it.Agg, a.column, boundsArgName(it.Agg), a.column)
 	}
 	if !(a.lo < a.hi) || math.Abs(a.lo) > 1e15 || math.Abs(a.hi) > 1e15 {
 		return refusef("bounds of %s(%s) must satisfy lo < hi with |lo|, |hi| <= 1e15, "+

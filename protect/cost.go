@@ -118,11 +118,12 @@ func (pl *plan) boundRowWork() error {
 		if rc.err != nil {
 			return rc.err
 		}
-		// Each MEDIAN's histogram is a query of its own, which evaluates
+		// Each histogram (MEDIAN, PERCENTILE_CONT, APPROX_QUANTILES) and
+		// distinct count is a query of its own, which evaluates
 		// WHERE again for every row.
 		passes := 1.0
 		for _, a := range pl.aggs {
-			if a.kind == dpselect.Median {
+			if a.ownQuery() {
 				passes++
 			}
 		}

@@ -2,6 +2,7 @@ package protect
 
 import (
 	"math"
+	"strconv"
 
 	"github.com/dpsql/dpsql/protect/calibrate"
 	"github.com/dpsql/dpsql/protect/dpselect"
@@ -171,7 +172,7 @@ func (pl *plan) halfWidths() []aggHalfWidths {
 			h.val = calibrate.HalfWidth(1-alpha/3, term(a.val, 1))
 			h.cnt = calibrate.HalfWidth(1-alpha/3, term(a.cnt, 1))
 			h.sq = calibrate.HalfWidth(1-alpha/3, term(a.sq, 1))
-		case dpselect.Median:
+		case dpselect.Median, dpselect.Percentile, dpselect.Quantiles:
 			h.val = calibrate.HalfWidth(1-alpha/MedianBuckets, term(a.val, 1))
 		}
 	}
@@ -234,10 +235,21 @@ func (pl *plan) aggregate(a *aggPlan, hw aggHalfWidths, drawn [][]float64, i int
 			return math.Sqrt(v), math.Sqrt(l), math.Sqrt(h)
 		}
 		return v, l, h
-	case dpselect.Median:
+	case dpselect.Median, dpselect.Percentile:
 		hist := drawn[a.val][i*MedianBuckets : (i+1)*MedianBuckets]
-		l, h := medianRange(hist, hw.val, a.lo, a.hi)
-		return medianOf(hist, a.lo, a.hi), l, h
+		p := a.quantile(0)
+		l, h := quantileRange(hist, hw.val, a.lo, a.hi, p)
+		return quantileOf(hist, a.lo, a.hi, p), l, h
+	case dpselect.Quantiles:
+		hist := drawn[a.val][i*MedianBuckets : (i+1)*MedianBuckets]
+		k := int(a.param)
+		vs, ls, hs := make([]float64, k+1), make([]float64, k+1), make([]float64, k+1)
+		for j := range vs {
+			p := a.quantile(j)
+			vs[j] = quantileOf(hist, a.lo, a.hi, p)
+			ls[j], hs[j] = quantileRange(hist, hw.val, a.lo, a.hi, p)
+		}
+		return jsonNumbers(vs), jsonNumbers(ls), jsonNumbers(hs)
 	}
 	return nil, nil, nil
 }
@@ -271,13 +283,17 @@ func varRange(s, nn, q, sqMid float64, hw aggHalfWidths) (float64, float64) {
 	return math.Min(2*sqMid, math.Max(0, lo)), math.Min(2*sqMid, math.Max(0, hi))
 }
 
-// medianRange returns an interval for the median of the clamped values whose
-// histogram of equal buckets between lo and hi is within h of the noisy
-// histogram in every bucket (and whose counts are integers >= 0): from the
-// first bucket that can hold the lower middle value (its cumulative count
-// can reach the rest) to the end of the first that must hold the upper one
-// (its cumulative count surely exceeds the rest).
-func medianRange(hist []float64, h, lo, hi float64) (float64, float64) {
+// quantileRange returns an interval for PERCENTILE_CONT(p) of the clamped
+// values whose histogram of equal buckets between lo and hi is within h of
+// the noisy histogram in every bucket (and whose counts are integers >= 0).
+// Of T values, PERCENTILE_CONT(p) lies between the order statistics of
+// 0-based ranks floor(p(T-1)) and ceil(p(T-1)). It is at least the start of
+// the first bucket b whose cumulative count c can hold the lower one
+// (c > p(c + rest - 1) for some counts in range: the largest c, the least
+// rest), and at most the end of the first bucket that surely holds the
+// upper one (c - 1 >= p(c + rest - 1) for every count in range: the least
+// c, the largest rest).
+func quantileRange(hist []float64, h, lo, hi, p float64) (float64, float64) {
 	n := len(hist)
 	minC := make([]float64, n)
 	maxC := make([]float64, n)
@@ -298,10 +314,10 @@ func medianRange(hist []float64, h, lo, hi float64) (float64, float64) {
 	for b := range n {
 		minCum += minC[b]
 		maxCum += maxC[b]
-		if !found && maxCum >= minTot-minCum {
+		if !found && maxCum >= 1 && maxCum > p*(maxCum+minTot-minCum-1) {
 			bLo, found = b, true
 		}
-		if minCum > maxTot-maxCum {
+		if minCum >= 1 && minCum-1 >= p*(minCum+maxTot-maxCum-1) {
 			bHi = b
 			break
 		}
@@ -309,11 +325,19 @@ func medianRange(hist []float64, h, lo, hi float64) (float64, float64) {
 	return lo + w*float64(bLo), math.Min(hi, lo+w*float64(bHi+1))
 }
 
-// medianOf reads the median off a noisy histogram of equal buckets between
-// lo and hi (post-processing): negative counts count as 0, and within the
-// bucket where the cumulative count reaches half the total the values are
-// taken as spread evenly. An empty histogram gives the midpoint.
-func medianOf(h []float64, lo, hi float64) float64 {
+// medianRange is quantileRange at p = 1/2.
+func medianRange(hist []float64, h, lo, hi float64) (float64, float64) {
+	return quantileRange(hist, h, lo, hi, 0.5)
+}
+
+// medianOf is quantileOf at p = 1/2.
+func medianOf(h []float64, lo, hi float64) float64 { return quantileOf(h, lo, hi, 0.5) }
+
+// quantileOf reads the p-quantile off a noisy histogram of equal buckets
+// between lo and hi (post-processing): negative counts count as 0, and
+// within the bucket where the cumulative count reaches p of the total the
+// values are taken as spread evenly. An empty histogram gives the midpoint.
+func quantileOf(h []float64, lo, hi, p float64) float64 {
 	total := 0.0
 	for _, c := range h {
 		total += math.Max(c, 0)
@@ -325,10 +349,23 @@ func medianOf(h []float64, lo, hi float64) float64 {
 	cum := 0.0
 	for b, c := range h {
 		c = math.Max(c, 0)
-		if c > 0 && cum+c >= total/2 {
-			return math.Min(hi, math.Max(lo, lo+w*(float64(b)+(total/2-cum)/c)))
+		if c > 0 && cum+c >= p*total {
+			return math.Min(hi, math.Max(lo, lo+w*(float64(b)+(p*total-cum)/c)))
 		}
 		cum += c
 	}
 	return hi
+}
+
+// jsonNumbers renders numbers as a JSON array (APPROX_QUANTILES's output).
+func jsonNumbers(vs []float64) string {
+	b := make([]byte, 0, 1+12*len(vs))
+	b = append(b, '[')
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendFloat(b, v, 'g', -1, 64)
+	}
+	return string(append(b, ']'))
 }

@@ -369,15 +369,28 @@ func authorized(conn *sql.Conn, pl *plan, f func(denied *string) error) error {
 	return f(&denied)
 }
 
-// readAll reads the main statement's groups and, for each MEDIAN, its
-// histograms, attached to the groups of the data.
+// readAll reads the main statement's groups and, for each aggregate read by
+// a query of its own, its histograms (MEDIAN, PERCENTILE_CONT,
+// APPROX_QUANTILES) or distinct counts, attached to the groups of the data.
 func (e *Engine) readAll(ctx context.Context, conn *sql.Conn, pl *plan) ([]group, error) {
 	groups, err := e.read(ctx, conn, pl)
 	if err != nil {
 		return nil, err
 	}
 	for ai, a := range pl.aggs {
-		if a.kind != dpselect.Median {
+		// A value two aggregates read (MEDIAN and PERCENTILE_CONT of one
+		// column and bounds) is read once, by the aggregate that made it.
+		if !a.ownQuery() || pl.values[a.val].agg != ai {
+			continue
+		}
+		if a.distinct {
+			d, err := e.readDistinct(ctx, conn, pl, a)
+			if err != nil {
+				return nil, err
+			}
+			for i := range groups {
+				groups[i].vals[ai] = d[canonKey(groups[i].keys)]
+			}
 			continue
 		}
 		h, err := e.readHistogram(ctx, conn, pl, a)

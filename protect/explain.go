@@ -152,12 +152,19 @@ func (pl *plan) explain() [][]any {
 			}
 			r[11] = fmt.Sprintf("the %s of the noisy sum of squares, sum and count, clamped to [0, %g]: std about %.4g/n and half-width about %.4g/n for a group of n values centred in the bounds",
 				what, 2*a.sqMid, sq, hq)
-		case dpselect.Median:
+		case dpselect.Median, dpselect.Percentile, dpselect.Quantiles:
 			v := pl.values[a.val]
 			hb := calibrate.HalfWidth(1-alpha/MedianBuckets, term(a.val, 1))
 			r[3], r[7] = v.Scale(), calibrate.SD(term(a.val, 1))
-			r[11] = fmt.Sprintf("read off the noisy histogram of %d buckets of width %g: within a bucket plus the values the noise moves the half-way count by (about %.3g persons); the interval holds every median the buckets allow within %.3g each",
-				MedianBuckets, (a.hi-a.lo)/MedianBuckets, math.Sqrt(MedianBuckets/2)*calibrate.SD(term(a.val, 1)), hb)
+			what := "median"
+			switch a.kind {
+			case dpselect.Percentile:
+				what = fmt.Sprintf("%g-quantile", a.param)
+			case dpselect.Quantiles:
+				what = fmt.Sprintf("quantile at 0, 1/%g, ..., 1 (a JSON array)", a.param)
+			}
+			r[11] = fmt.Sprintf("each %s read off the noisy histogram of %d buckets of width %g: within a bucket plus the values the noise moves the cumulative count by (at most about %.3g persons); the interval holds every value the buckets allow within %.3g each",
+				what, MedianBuckets, (a.hi-a.lo)/MedianBuckets, math.Sqrt(MedianBuckets/2)*calibrate.SD(term(a.val, 1)), hb)
 		}
 		rows = append(rows, r)
 	}

@@ -220,7 +220,7 @@ func (r *rewriter) keyColumns(l *sqlList) {
 func (r *rewriter) valueColumns(l *sqlList) {
 	for j, a := range r.pl.aggs {
 		switch {
-		case a.kind == dpselect.Median:
+		case !a.mainFigure():
 		case a.kind == dpselect.Count && a.column != "":
 			l.addf("(%s IS NOT NULL) AS _v%d", dpselect.QuoteIdent(a.column), j)
 		case a.kind != dpselect.Count:
@@ -256,7 +256,7 @@ func (r *rewriter) personGroups() string {
 	l.add("count(*) AS _n")
 	for j, a := range r.pl.aggs {
 		switch {
-		case a.kind == dpselect.Median:
+		case !a.mainFigure():
 		case a.kind == dpselect.Count && a.column != "":
 			l.addf("sum(_v%d) AS _s%d", j, j)
 		case a.kind != dpselect.Count:
@@ -319,7 +319,7 @@ func (r *rewriter) groupLevel(in groupInput, from string) string {
 // placeholder 0 (its histograms are read by rewriteHistogram's query).
 func groupFigures(l *sqlList, in groupInput, j int, a aggPlan) {
 	switch {
-	case a.kind == dpselect.Median:
+	case !a.mainFigure():
 		l.add("0")
 	case a.kind == dpselect.Count && a.column == "":
 		if in == overPersonGroups {
@@ -394,37 +394,62 @@ func bucketExpr(a aggPlan) string {
 		c, num(a.hi), num(a.lo), top, scale)
 }
 
-// rewriteHistogram returns the SQL of MEDIAN aggregate a's histograms: one
-// row (group keys, bucket, count) per non-empty bucket of each group, over
-// rows bounded per person as the main statement bounds them (at most
-// max_rows rows in each of at most max_groups groups, chosen afresh at
-// random: the histogram is its own release, bounded on its own). Its level 1
-// is the main statement's, with the bucket as the value column.
-func rewriteHistogram(pl *plan, a aggPlan) string {
+// rewriteHistogram returns the SQL of MEDIAN aggregate a's histograms (and
+// PERCENTILE_CONT's, APPROX_QUANTILES's): one row (group keys, bucket, count)
+// per non-empty bucket of each group, over rows bounded per person as the
+// main statement bounds them (at most max_rows rows in each of at most
+// max_groups groups, chosen afresh at random: the histogram is its own
+// release, bounded on its own). Its level 1 is the main statement's, with
+// the bucket as the value column.
+func rewriteHistogram(pl *plan, a aggPlan) string { return ownQuery(pl, bucketExpr(a), true) }
+
+// rewriteDistinct returns the SQL of COUNT(DISTINCT col) aggregate a: one row
+// (group keys, the number of distinct non-NULL values) per group, over rows
+// bounded per person as rewriteHistogram's are (aggregates.go).
+func rewriteDistinct(pl *plan, a aggPlan) string {
+	return ownQuery(pl, dpselect.QuoteIdent(a.column), false)
+}
+
+// ownQuery is the SQL of an aggregate read by a query of its own, over the
+// rows of level 1 with value column _b = value, bounded per person: per
+// group and value of _b its count of rows (byValue), or per group the count
+// of distinct values of _b. NULL values are not counted.
+func ownQuery(pl *plan, value string, byValue bool) string {
 	r := newRewriter(pl)
-	bucket := func(l *sqlList) { l.add(bucketExpr(a) + " AS _b") }
-	group := strings.Join(append(append([]string(nil), r.kk...), "_b"), ", ")
+	val := func(l *sqlList) { l.add(value + " AS _b") }
+	group := append([]string(nil), r.kk...)
+	fig := "count(DISTINCT _b)"
+	if byValue {
+		group, fig = append(group, "_b"), "count(*)"
+	}
+	groupBy := func(cols []string) string {
+		if len(cols) == 0 {
+			return ""
+		}
+		return " GROUP BY " + strings.Join(cols, ", ")
+	}
 	if r.unit == "" {
 		var l sqlList
 		r.keyColumns(&l)
-		bucket(&l)
+		val(&l)
 		rows := fmt.Sprintf("SELECT %s FROM %s WHERE %s", l.String(), r.table, r.where)
-		return fmt.Sprintf("SELECT %s FROM (%s) WHERE _b IS NOT NULL GROUP BY %s",
-			strings.Join(append(append([]string(nil), r.kk...), "_b", "count(*)"), ", "), rows, group)
+		return fmt.Sprintf("SELECT %s FROM (%s) WHERE _b IS NOT NULL%s",
+			strings.Join(append(append([]string(nil), group...), fig), ", "), rows, groupBy(group))
 	}
-	rows := r.rankedRows(bucket)
+	rows := r.rankedRows(val)
 	pk := strings.Join(append([]string{"_u"}, r.kk...), ", ")
 	groups := fmt.Sprintf("SELECT %s, row_number() OVER (PARTITION BY _u ORDER BY random()) AS _gn "+
 		"FROM (SELECT DISTINCT %s FROM _r)", pk, pk)
 	on := []string{"_r._u IS _g._u"}
-	rk := make([]string, len(r.kk))
-	for i, k := range r.kk {
+	rg := make([]string, len(group))
+	for i, k := range group {
+		rg[i] = "_r." + k
+	}
+	for _, k := range r.kk {
 		on = append(on, fmt.Sprintf("_r.%s IS _g.%s", k, k))
-		rk[i] = "_r." + k
 	}
 	return fmt.Sprintf("WITH _r AS (%s), _g AS (%s) SELECT %s FROM _r JOIN _g ON %s "+
-		"WHERE _r._rn <= %d AND _g._gn <= %d AND _r._b IS NOT NULL GROUP BY %s",
-		rows, groups, strings.Join(append(append([]string(nil), rk...), "_r._b", "count(*)"), ", "),
-		strings.Join(on, " AND "), pl.maxRows, pl.maxGroups,
-		strings.Join(append(append([]string(nil), rk...), "_r._b"), ", "))
+		"WHERE _r._rn <= %d AND _g._gn <= %d AND _r._b IS NOT NULL%s",
+		rows, groups, strings.Join(append(append([]string(nil), rg...), strings.Replace(fig, "_b", "_r._b", 1)), ", "),
+		strings.Join(on, " AND "), pl.maxRows, pl.maxGroups, groupBy(rg))
 }

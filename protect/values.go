@@ -174,6 +174,22 @@ func (b *valueBuilder) rows(weight float64, agg int, f figure) int {
 	return b.add("rows", noisyValue{Noisy: calibrate.Noisy{Value: calibrate.Value{Name: "COUNT(*)", Bound: 1}}, from: f, agg: agg, part: "count"}, weight)
 }
 
+// distinctPersons is COUNT(DISTINCT unit), the group's count of persons:
+// the selection's when there is one; else COUNT(*)'s when each person holds
+// at most one row of a group (the two figures are then equal); else a value
+// of its own, of sensitivity 1 per group (aggregates.go).
+func (b *valueBuilder) distinctPersons(weight float64) int {
+	switch {
+	case b.pl.selection():
+		return b.persons(weight)
+	case b.perPerson:
+		return b.add("rows", noisyValue{Noisy: calibrate.Noisy{Value: calibrate.Value{Name: "COUNT(*)", Bound: 1}},
+			from: fromPersons, part: "count"}, weight)
+	}
+	return b.add("persons", noisyValue{Noisy: calibrate.Noisy{Value: calibrate.Value{Name: "count of persons", Rows: 1,
+		Bound: 1}}, from: fromPersons, part: "count"}, weight)
+}
+
 // numbersKey is the key a column's count of numbers resolves to.
 func (b *valueBuilder) numbersKey(col string) string {
 	if b.facts.NumberOnly[col] {
@@ -212,9 +228,16 @@ func buildValues(pl *plan, facts SchemaFacts) []noisyValue {
 		c := (a.hi - a.lo) / 2
 		switch a.kind {
 		case dpselect.Count:
-			if a.column == "" || facts.NotNull[a.column] {
+			switch {
+			case a.persons:
+				a.val = b.distinctPersons(1)
+			case a.distinct:
+				a.val = b.add("distinct:"+a.column, noisyValue{Noisy: calibrate.Noisy{Value: calibrate.Value{
+					Name: "COUNT(DISTINCT " + a.column + ")", Bound: 1}}, from: fromVal, agg: ai, column: a.column,
+					part: "count"}, 1)
+			case a.column == "" || facts.NotNull[a.column]:
 				a.val = b.rows(1, ai, fromVal)
-			} else {
+			default:
 				a.val = b.add("nonnull:"+a.column, noisyValue{Noisy: calibrate.Noisy{Value: calibrate.Value{Name: "COUNT(" + a.column + ")", Bound: 1}},
 					from: fromVal, agg: ai, column: a.column, part: "count"}, 1)
 			}
@@ -236,7 +259,7 @@ func buildValues(pl *plan, facts SchemaFacts) []noisyValue {
 			a.cnt = b.numbers(a.column, wn, ai)
 			b.read(a.val, out)
 			b.read(a.cnt, out)
-		case dpselect.Median:
+		case dpselect.Median, dpselect.Percentile, dpselect.Quantiles:
 			a.val = b.add(boundsKey("histogram", a.column, a.lo, a.hi), noisyValue{Noisy: calibrate.Noisy{Value: calibrate.Value{
 				Name: "histogram of " + a.column, Bound: 1, Dim: MedianBuckets}}, from: fromHist, agg: ai, column: a.column,
 				part: "histogram", lo: a.lo, hi: a.hi}, 1)

@@ -12,8 +12,10 @@
 //
 // where each item is a column (a group key) or one of COUNT(*), COUNT(col),
 // SUM(col [, contribution_bounds_per_group => (lo, hi)]), AVG(col [, ...]),
-// VAR_POP(col [, ...]), STDDEV_POP(col [, ...]) and MEDIAN(col [, ...]),
-// optionally followed by [AS] alias. WHERE takes literals, columns, unary and
+// VAR_POP(col [, ...]), STDDEV_POP(col [, ...]), MEDIAN(col [, ...]),
+// COUNT(DISTINCT col), PERCENTILE_CONT(col, p [, contribution_bounds_per_row
+// => (lo, hi)]) and APPROX_QUANTILES(col, k [, ...]), optionally followed by
+// [AS] alias. WHERE takes literals, columns, unary and
 // binary operators, IS [NOT] NULL, [NOT] BETWEEN, [NOT] IN (list),
 // [NOT] LIKE 'literal', CASE, CAST and function calls; which functions are
 // allowed is the checker's decision (package protect), not the parser's.
@@ -61,15 +63,28 @@ const (
 	Std   = "STDDEV_POP"
 	// Median is MEDIAN(col [, contribution_bounds_per_group => (lo, hi)]).
 	Median = "MEDIAN"
+	// Percentile is PERCENTILE_CONT(col, p [, contribution_bounds_per_row
+	// => (lo, hi)]), p a number literal (Item.Param).
+	Percentile = "PERCENTILE_CONT"
+	// Quantiles is APPROX_QUANTILES(col, k [, contribution_bounds_per_row
+	// => (lo, hi)]), k an integer literal (Item.Param): its k+1 quantiles
+	// as one JSON array.
+	Quantiles = "APPROX_QUANTILES"
 )
 
 // Item is one output of the SELECT list: a group-key column (Agg == "") or
 // an aggregate.
 type Item struct {
 	Column string      // the key column, or the aggregate's argument ("" for COUNT(*))
-	Agg    string      // "", Count, Sum, Avg, Var, Std or Median
-	Bounds *[2]float64 // contribution_bounds_per_group, if given
+	Agg    string      // "", Count, Sum, Avg, Var, Std, Median, Percentile or Quantiles
+	Bounds *[2]float64 // contribution_bounds_per_group (or _per_row), if given
 	Alias  string      // "" if none
+	// Distinct: COUNT(DISTINCT col).
+	Distinct bool
+	// Param is PERCENTILE_CONT's p or APPROX_QUANTILES's k, as written
+	// (ParamText).
+	Param     float64
+	ParamText string
 }
 
 // Name returns the output column name: the alias, the key column, or the
@@ -82,6 +97,10 @@ func (it Item) Name() string {
 		return it.Column
 	case it.Column == "":
 		return it.Agg + "(*)"
+	case it.Distinct:
+		return it.Agg + "(DISTINCT " + it.Column + ")"
+	case it.ParamText != "":
+		return it.Agg + "(" + it.Column + ", " + it.ParamText + ")"
 	}
 	return it.Agg + "(" + it.Column + ")"
 }

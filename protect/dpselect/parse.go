@@ -13,7 +13,7 @@ import (
 var ErrNotDP = errors.New("not a SELECT WITH DIFFERENTIAL_PRIVACY statement")
 
 // Accepted is the one-line summary of the grammar that parse errors point to.
-const Accepted = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = ...) keys and COUNT(*), COUNT(col), SUM(col), AVG(col), VAR_POP(col), STDDEV_POP(col), MEDIAN(col) FROM protected_table [WHERE ...] [GROUP BY keys] [ORDER BY outputs] [LIMIT n]"
+const Accepted = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = ...) keys and COUNT(*), COUNT(col), COUNT(DISTINCT col), SUM(col), AVG(col), VAR_POP(col), STDDEV_POP(col), MEDIAN(col), PERCENTILE_CONT(col, p), APPROX_QUANTILES(col, k) FROM protected_table [WHERE ...] [GROUP BY keys] [ORDER BY outputs] [LIMIT n]"
 
 // MaxLikePattern is the longest LIKE pattern accepted, well under SQLite's
 // default limit of 50,000 bytes.
@@ -326,9 +326,10 @@ func (p *parser) item() (Item, error) {
 	agg := strings.ToUpper(t.text)
 	if t.kind == tIdent && !t.quoted && p.toks[p.i+1].op("(") {
 		switch agg {
-		case Count, Sum, Avg, Var, Std, Median:
+		case Count, Sum, Avg, Var, Std, Median, Percentile, Quantiles:
 		default:
-			return it, p.errf("%s(...) is not a DP aggregate: use COUNT(*), COUNT(col), SUM(col), AVG(col), VAR_POP(col), STDDEV_POP(col) or MEDIAN(col)", t.text)
+			return it, p.errf("%s(...) is not a DP aggregate: use COUNT(*), COUNT(col), COUNT(DISTINCT col), SUM(col), "+
+				"AVG(col), VAR_POP(col), STDDEV_POP(col), MEDIAN(col), PERCENTILE_CONT(col, p) or APPROX_QUANTILES(col, k)", t.text)
 		}
 		p.i += 2
 		it.Agg = agg
@@ -337,8 +338,11 @@ func (p *parser) item() (Item, error) {
 				return it, p.errf("%s(*) is not accepted", agg)
 			}
 		} else {
-			if p.peek().is("DISTINCT") {
-				return it, p.errf("%s(DISTINCT ...) is not accepted", agg)
+			if p.kw("DISTINCT") {
+				if agg != Count {
+					return it, p.errf("%s(DISTINCT ...) is not accepted: DISTINCT is for COUNT(DISTINCT col)", agg)
+				}
+				it.Distinct = true
 			}
 			c, err := p.column()
 			if err != nil {
@@ -346,21 +350,15 @@ func (p *parser) item() (Item, error) {
 			}
 			it.Column = c
 		}
+		if agg == Percentile || agg == Quantiles {
+			if err := p.param(&it); err != nil {
+				return it, err
+			}
+		}
 		if p.isOp(",") {
-			if !p.kw("contribution_bounds_per_group") {
-				return it, p.errf("the only named argument is contribution_bounds_per_group => (lo, hi)")
-			}
-			if agg == Count {
-				return it, p.errf("COUNT takes no contribution bounds: each person counts at most max_rows rows per group, set by the table's policy")
-			}
-			if err := p.expectOp("=>"); err != nil {
+			if err := p.boundsArg(&it); err != nil {
 				return it, err
 			}
-			lo, hi, err := p.pair()
-			if err != nil {
-				return it, err
-			}
-			it.Bounds = &[2]float64{lo, hi}
 		}
 		if err := p.expectOp(")"); err != nil {
 			return it, err
@@ -389,6 +387,68 @@ func (p *parser) item() (Item, error) {
 		return it, p.errf("expressions are not accepted in the SELECT list: write a group key or a DP aggregate, optionally AS alias")
 	}
 	return it, nil
+}
+
+// param reads PERCENTILE_CONT's p or APPROX_QUANTILES's k: ", number".
+func (p *parser) param(it *Item) error {
+	what := "PERCENTILE_CONT(col, p) takes the percentile p as a number literal in [0, 1], as in PERCENTILE_CONT(x, 0.9)"
+	if it.Agg == Quantiles {
+		what = "APPROX_QUANTILES(col, k) takes the number of quantiles k as an integer literal, as in APPROX_QUANTILES(x, 4)"
+	}
+	if !p.isOp(",") {
+		return p.errf("%s", what)
+	}
+	neg := p.isOp("-")
+	t := p.next()
+	if t.kind != tNumber {
+		return &SyntaxError{Pos: t.pos, Msg: what}
+	}
+	v, err := parseFloat(t.text)
+	if err != nil {
+		return &SyntaxError{Pos: t.pos, Msg: fmt.Sprintf("%s: %v", what, err)}
+	}
+	it.ParamText = t.text
+	if neg {
+		v, it.ParamText = -v, "-"+t.text
+	}
+	it.Param = v
+	return nil
+}
+
+// boundsArg reads the named argument after ",": contribution_bounds_per_group
+// => (lo, hi) (SUM, AVG, VAR_POP, STDDEV_POP, MEDIAN) or
+// contribution_bounds_per_row => (lo, hi) (PERCENTILE_CONT, APPROX_QUANTILES,
+// MEDIAN): each row's value is clamped to them.
+func (p *parser) boundsArg(it *Item) error {
+	perRow := it.Agg == Percentile || it.Agg == Quantiles
+	switch {
+	case p.kw("contribution_bounds_per_group"):
+		if perRow {
+			return p.errf("%s takes contribution_bounds_per_row => (lo, hi), as in %s(%s, %s, "+
+				"contribution_bounds_per_row => (0, 100))", it.Agg, it.Agg, it.Column, it.ParamText)
+		}
+	case p.kw("contribution_bounds_per_row"):
+		if !perRow && it.Agg != Median && it.Agg != Count {
+			return p.errf("%s takes contribution_bounds_per_group => (lo, hi)", it.Agg)
+		}
+	default:
+		if perRow {
+			return p.errf("the only named argument of %s is contribution_bounds_per_row => (lo, hi)", it.Agg)
+		}
+		return p.errf("the only named argument is contribution_bounds_per_group => (lo, hi)")
+	}
+	if it.Agg == Count {
+		return p.errf("COUNT takes no contribution bounds: each person counts at most max_rows rows per group, set by the table's policy")
+	}
+	if err := p.expectOp("=>"); err != nil {
+		return err
+	}
+	lo, hi, err := p.pair()
+	if err != nil {
+		return err
+	}
+	it.Bounds = &[2]float64{lo, hi}
+	return nil
 }
 
 func (p *parser) signedNumber() (float64, error) {

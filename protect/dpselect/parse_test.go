@@ -149,3 +149,54 @@ func TestOptionOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// The aggregates of issue 25: COUNT(DISTINCT col), PERCENTILE_CONT(col, p
+// [, contribution_bounds_per_row => (lo, hi)]), APPROX_QUANTILES(col, k [, ...]).
+func TestParseDistinctAndQuantiles(t *testing.T) {
+	st, err := Parse(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) g, COUNT(DISTINCT pid) AS persons, count(distinct t.x),
+		PERCENTILE_CONT(x, 0.9, contribution_bounds_per_row => (0, 100)) p90, percentile_cont(x, 1),
+		APPROX_QUANTILES(x, 4, contribution_bounds_per_row => (-1, 1)), MEDIAN(x, contribution_bounds_per_row => (0, 1)) FROM t GROUP BY g`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		agg, col, name string
+		distinct       bool
+		param          float64
+		bounds         bool
+	}{
+		{"", "g", "g", false, 0, false},
+		{Count, "pid", "persons", true, 0, false},
+		{Count, "x", "COUNT(DISTINCT x)", true, 0, false},
+		{Percentile, "x", "p90", false, 0.9, true},
+		{Percentile, "x", "PERCENTILE_CONT(x, 1)", false, 1, false},
+		{Quantiles, "x", "APPROX_QUANTILES(x, 4)", false, 4, true},
+		{Median, "x", "MEDIAN(x)", false, 0, true},
+	}
+	for i, w := range want {
+		it := st.Items[i]
+		if it.Agg != w.agg || it.Column != w.col || it.Name() != w.name || it.Distinct != w.distinct ||
+			it.Param != w.param || (it.Bounds != nil) != w.bounds {
+			t.Errorf("item %d: %+v (name %s), want %+v", i, it, it.Name(), w)
+		}
+	}
+	for _, tc := range []struct{ src, want string }{
+		{`COUNT(DISTINCT *)`, "expected a column name"},
+		{`SUM(DISTINCT x)`, "SUM(DISTINCT ...) is not accepted: DISTINCT is for COUNT(DISTINCT col)"},
+		{`AVG(DISTINCT x)`, "DISTINCT is for COUNT"},
+		{`PERCENTILE_CONT(x)`, "takes the percentile p as a number literal in [0, 1]"},
+		{`PERCENTILE_CONT(x, y)`, "takes the percentile p as a number literal"},
+		{`PERCENTILE_CONT(x, 0.5 + 0.1)`, `expected ")"`},
+		{`PERCENTILE_CONT(x, 0.5, contribution_bounds_per_group => (0, 1))`, "takes contribution_bounds_per_row"},
+		{`APPROX_QUANTILES(x)`, "takes the number of quantiles k as an integer literal"},
+		{`APPROX_QUANTILES(x, 4, bounds => (0, 1))`, "the only named argument of APPROX_QUANTILES"},
+		{`SUM(x, contribution_bounds_per_row => (0, 1))`, "SUM takes contribution_bounds_per_group"},
+		{`COUNT(DISTINCT x, contribution_bounds_per_row => (0, 1))`, "COUNT takes no contribution bounds"},
+		{`PERCENTILE_DISC(x, 0.5)`, "PERCENTILE_CONT(col, p)"},
+	} {
+		_, err := Parse(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) ` + tc.src + ` FROM t`)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.src, err, tc.want)
+		}
+	}
+}
