@@ -142,3 +142,17 @@ func (e *Engine) readDistinct(ctx context.Context, conn *sql.Conn, pl *plan, a a
 	})
 	return out, err
 }
+
+// externalAggregates refuses, for an engine outside SQLite (Statement), the
+// aggregates it cannot compute from RowSQL's per-row values: those read by a
+// query of their own (MEDIAN, PERCENTILE_CONT, APPROX_QUANTILES, COUNT(DISTINCT
+// col)). COUNT(DISTINCT unit) is the count of persons, which it has.
+func (pl *plan) externalAggregates() error {
+	for j, it := range pl.stmt.Items {
+		if k := pl.items[j]; k >= 0 && pl.aggs[k].ownQuery() {
+			return refusef("%s is not computed outside SQLite (dpsql-beam) yet: run the statement with dpsql query "+
+				"--analyst, or leave it out", it.Name())
+		}
+	}
+	return nil
+}

@@ -123,6 +123,9 @@ func NewStatement(in StatementInputs) (*Statement, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := pl.externalAggregates(); err != nil {
+		return nil, err
+	}
 	if err := pl.setKeyForms(in.KeyForms); err != nil {
 		return nil, err
 	}
