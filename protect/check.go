@@ -3,7 +3,6 @@ package protect
 import (
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 
@@ -50,6 +49,7 @@ var safeFunctions = map[string]int{ // name -> minimum arity
 	"coalesce": 2, "ifnull": 2, "nullif": 2, "iif": 3, "typeof": 1, "length": 1, "octet_length": 1,
 	"lower": 1, "upper": 1, "trim": 1, "ltrim": 1, "rtrim": 1, "substr": 2, "substring": 2,
 	"instr": 2, "round": 1, "sign": 1, "min": 2, "max": 2, "unicode": 1, "likely": 1, "unlikely": 1,
+	"strftime": 2, // strftime('literal format', x) only: no modifiers (checker.safeTerm)
 }
 
 // ruleFunctions are the functions the rewritten SQL itself calls; the
@@ -104,7 +104,7 @@ type plan struct {
 	table  string
 	policy Policy
 	cols   map[string]string // the table's columns by lower-case name
-	keys   []string          // group-by columns, as the schema spells them
+	keys   []string          // group-by columns, as the schema spells them, or computed keys' SQL
 	where  string            // rendered WHERE, "" if none
 	reads  map[string]bool   // lower-case columns the statement may read
 	// public keys (GROUP BY columns that all have a declared key table):
@@ -146,9 +146,15 @@ type plan struct {
 	unitUnique bool
 	// rowWork bounds the statement's work per row read (cost.go).
 	rowWork float64
+	// having filters the released rows (post-processing, having.go); nil
+	// without HAVING.
+	having *havingClause
 	// keyForms are the GROUP BY columns' affinities and collations, which
 	// fix the keys' canonical form (keys.go); nil until read.
 	keyForms []KeyForm
+	// keyInfo is, per GROUP BY key, its expression if it is computed
+	// (groupkeys.go).
+	keyInfo []keyInfo
 }
 
 // Refusal is an analyst statement refused before anything was read or
@@ -209,7 +215,7 @@ func newChecker(st *dpselect.Statement, policies map[string]Policy, cols map[str
 // checkerSteps are the checker's steps in the order checkStatement runs them.
 var checkerSteps = []func(*checker) error{(*checker).from, (*checker).privacyUnit, (*checker).options,
 	(*checker).groupBy, (*checker).items, (*checker).intervals, (*checker).orderBy, (*checker).where,
-	(*checker).budget, (*checker).rowWork}
+	(*checker).budget, (*checker).rowWork, (*checker).having}
 
 // run runs steps in order and stops at the first refusal.
 func (c *checker) run(steps ...func(*checker) error) error {
@@ -353,34 +359,14 @@ func (c *checker) budgetOptions() error {
 	return nil
 }
 
-// groupBy checks the GROUP BY columns (each once) and finds their public key
-// lists. Without GROUP BY a person contributes to the one group.
-func (c *checker) groupBy() error {
-	pl := c.pl
-	for _, k := range c.st.GroupBy {
-		col, err := c.column(k, "GROUP BY")
-		if err != nil {
-			return err
-		}
-		if slices.Contains(pl.keys, col) {
-			return refusef("GROUP BY names %s twice", col)
-		}
-		pl.keys = append(pl.keys, col)
-	}
-	if len(pl.keys) == 0 {
-		pl.maxGroups = 1
-	}
-	return c.publicKeys()
-}
-
 // publicKeys sets the plan's key sources when every GROUP BY column has a
 // public key list in the policy (the groups are then those lists', with no
 // partition selection); a list in a table that is now protected is refused.
 func (c *checker) publicKeys() error {
 	pl := c.pl
-	for _, k := range pl.keys {
+	for i, k := range pl.keys {
 		src, ok := pl.policy.PublicKeys[k]
-		if !ok {
+		if !ok || pl.keyInfo[i].expr != nil { // a computed key has no list (groupkeys.go)
 			pl.keySources = nil
 			return nil
 		}
@@ -425,11 +411,20 @@ func (c *checker) items() error {
 	return nil
 }
 
-// keyItem checks an output that is a group key.
+// keyItem checks an output that is a group key: a GROUP BY column, or a
+// computed GROUP BY key written the same way.
 func (c *checker) keyItem(it dpselect.Item) error {
+	if it.Expr != nil {
+		idx, err := c.computedKeyItem(it)
+		if err != nil {
+			return err
+		}
+		c.pl.items = append(c.pl.items, -1-idx)
+		return nil
+	}
 	idx := -1
 	for i, k := range c.pl.keys {
-		if strings.EqualFold(k, it.Column) {
+		if c.pl.keyInfo[i].expr == nil && strings.EqualFold(k, it.Column) {
 			idx = i
 		}
 	}
@@ -522,43 +517,18 @@ func (c *checker) orderBy() error {
 }
 
 // where checks WHERE: columns of the table (respelled as the schema spells
-// them) and calls of functions that cannot fail; the plan keeps it rendered.
+// them) and calls of functions that cannot fail (safeExpr, groupkeys.go);
+// the plan keeps it rendered.
 func (c *checker) where() error {
 	if c.st.Where == nil {
 		return nil
 	}
-	var err error
-	dpselect.Walk(c.st.Where, func(e dpselect.Expr) {
-		if err == nil {
-			err = c.whereTerm(e)
-		}
-	})
+	w, err := c.safeExpr(c.st.Where, "WHERE")
 	if err != nil {
 		return err
 	}
-	c.pl.where = dpselect.String(c.st.Where)
-	return nil
-}
-
-// whereTerm checks one expression of WHERE.
-func (c *checker) whereTerm(e dpselect.Expr) error {
-	switch e := e.(type) {
-	case *dpselect.Col:
-		col, err := c.column(e.Name, "WHERE")
-		if err != nil {
-			return err
-		}
-		e.Name = col
-	case *dpselect.Call:
-		n, ok := safeFunctions[e.Name]
-		if !ok {
-			return refusef("function %s() is not allowed in WHERE: "+
-				"only functions that cannot fail on any input are (%s)", e.Name, safeList())
-		}
-		if len(e.Args) < n {
-			return refusef("%s() needs at least %d arguments here", e.Name, n)
-		}
-	}
+	c.st.Where = w
+	c.pl.where = dpselect.String(w)
 	return nil
 }
 

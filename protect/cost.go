@@ -76,6 +76,15 @@ const (
 	instrPairWork = 1
 )
 
+// keyEvaluations bounds how many times the rewritten SQL evaluates a
+// computed GROUP BY key per row (its canonical form evaluates it at most
+// four times, and the rewrite names it at most twice).
+const keyEvaluations = 8
+
+// strftimeExpansion bounds the bytes strftime writes per byte of its format
+// (%J, the longest, writes a Julian day of about 16 bytes for 2).
+const strftimeExpansion = 12
+
 // numberBytes bounds the text of a number (SQLite renders a REAL in at most
 // 24 bytes, an INTEGER in at most 20).
 const numberBytes = 32
@@ -115,20 +124,29 @@ func (pl *plan) boundRowWork() error {
 	work := 0.0
 	if pl.stmt.Where != nil {
 		work = rc.expr(pl.stmt.Where).work
-		if rc.err != nil {
-			return rc.err
-		}
-		// Each histogram (MEDIAN, PERCENTILE_CONT, APPROX_QUANTILES) and
-		// distinct count is a query of its own, which evaluates
-		// WHERE again for every row.
-		passes := 1.0
-		for _, a := range pl.aggs {
-			if a.ownQuery() {
-				passes++
-			}
-		}
-		work *= passes
 	}
+	// A computed GROUP BY key is evaluated per row in its canonical form
+	// (up to four times: its type, then a branch) and where the rewrite
+	// names the key (the rank's partition and the key's column): counted
+	// keyEvaluations times.
+	for _, info := range pl.keyInfo {
+		if info.expr != nil {
+			work += keyEvaluations * rc.expr(info.expr).work
+		}
+	}
+	if rc.err != nil {
+		return rc.err
+	}
+	// Each histogram (MEDIAN, PERCENTILE_CONT, APPROX_QUANTILES) and
+	// distinct count is a query of its own, which evaluates WHERE and the
+	// keys again for every row.
+	passes := 1.0
+	for _, a := range pl.aggs {
+		if a.ownQuery() {
+			passes++
+		}
+	}
+	work *= passes
 	work += 64 * float64(len(pl.aggs)) // per aggregate: a value's guard, clamp and fixed point on a number
 	pl.rowWork = work
 	if work > MaxRowWork {
@@ -144,8 +162,11 @@ func (pl *plan) boundRowWork() error {
 			guards = append(guards, fmt.Sprintf("(octet_length(%s) > %d) IS NOT 1", dpselect.QuoteIdent(c), pl.policy.maxLength(c)))
 		}
 	}
-	if len(guards) > 0 {
+	switch {
+	case len(guards) > 0 && pl.where != "":
 		pl.where = strings.Join(guards, " AND ") + " AND " + pl.where
+	case len(guards) > 0:
+		pl.where = strings.Join(guards, " AND ")
 	}
 	return nil
 }
@@ -374,6 +395,11 @@ func (rc *rowCost) call(e *dpselect.Call) costed {
 	case "instr":
 		y := args[1]
 		return rc.own(e, numberBytes, x.length+y.length+instrPairWork*x.length*(y.length+1), args...)
+	case "strftime":
+		// The date is parsed once (linear in its length), the format
+		// (a literal, checker.safeTerm) written once.
+		n := strftimeExpansion * x.length
+		return rc.own(e, n, args[1].length+n, args...)
 	case "substr", "substring":
 		n := x.length
 		if len(args) == 3 {

@@ -80,6 +80,7 @@ func releaseRows(pl *plan, groups []group, noise *release.Noise) *Result {
 		}
 		out[i] = row
 	}
+	out = pl.having.filterRows(out)
 	orderRows(pl, res.Columns, out)
 	if l := pl.stmt.Limit; l >= 0 && int64(len(out)) > l {
 		out = out[:l]

@@ -143,7 +143,7 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 	if err != nil {
 		return nil, err
 	}
-	forms, err := readKeyForms(ctx, conn, pl.table, pl.keys)
+	forms, err := pl.readKeyForms(ctx, conn)
 	if err != nil {
 		return nil, err
 	}

@@ -192,7 +192,7 @@ func (f KeyForm) canonical(x string, public bool) string {
 
 // keyExpr returns the SQL of GROUP BY key i's canonical form.
 func (pl *plan) keyExpr(i int) string {
-	c := dpselect.QuoteIdent(pl.keys[i])
+	c := pl.keySQL(i)
 	if pl.keyForms == nil { // a plan made before its forms were read
 		return c
 	}

@@ -5,12 +5,14 @@
 //	       item, ...
 //	FROM table
 //	[WHERE expr]
-//	[GROUP BY column, ...]
+//	[GROUP BY key, ...]
+//	[HAVING condition on outputs]
 //	[ORDER BY output [ASC|DESC], ...]
 //	[LIMIT integer]
 //	[;]
 //
-// where each item is a column (a group key) or one of COUNT(*), COUNT(col),
+// where each item is a group key (a column, or an expression of columns that
+// GROUP BY names too) or one of COUNT(*), COUNT(col),
 // SUM(col [, contribution_bounds_per_group => (lo, hi)]), AVG(col [, ...]),
 // VAR_POP(col [, ...]), STDDEV_POP(col [, ...]), MEDIAN(col [, ...]),
 // COUNT(DISTINCT col), PERCENTILE_CONT(col, p [, contribution_bounds_per_row
@@ -19,6 +21,9 @@
 // binary operators, IS [NOT] NULL, [NOT] BETWEEN, [NOT] IN (list),
 // [NOT] LIKE 'literal', CASE, CAST and function calls; which functions are
 // allowed is the checker's decision (package protect), not the parser's.
+// A GROUP BY key is such an expression, an output's alias or a 1-based
+// position in the SELECT list; HAVING is such an expression over the
+// outputs' names (post-processing of the released rows).
 //
 // The parser is small and strict: anything outside this grammar is an error
 // that says what is accepted. It never evaluates anything.
@@ -40,7 +45,12 @@ type Statement struct {
 	Items   []Item
 	Table   string
 	Where   Expr // nil if absent
-	GroupBy []string
+	// GroupBy are the GROUP BY terms as written: a *Col (a column, or an
+	// output's alias), a number *Lit (a position in the SELECT list) or
+	// another expression (a computed key).
+	GroupBy []Expr
+	// Having is the HAVING condition, over output names; nil if absent.
+	Having  Expr
 	OrderBy []OrderTerm
 	Limit   int64 // -1 if absent
 }
@@ -72,10 +82,11 @@ const (
 	Quantiles = "APPROX_QUANTILES"
 )
 
-// Item is one output of the SELECT list: a group-key column (Agg == "") or
-// an aggregate.
+// Item is one output of the SELECT list: a group key (Agg == ""), a column
+// or an expression, or an aggregate.
 type Item struct {
 	Column string      // the key column, or the aggregate's argument ("" for COUNT(*))
+	Expr   Expr        // a computed group key (Agg == "", Column == ""); nil otherwise
 	Agg    string      // "", Count, Sum, Avg, Var, Std, Median, Percentile or Quantiles
 	Bounds *[2]float64 // contribution_bounds_per_group (or _per_row), if given
 	Alias  string      // "" if none
@@ -93,6 +104,8 @@ func (it Item) Name() string {
 	switch {
 	case it.Alias != "":
 		return it.Alias
+	case it.Expr != nil:
+		return String(it.Expr)
 	case it.Agg == "":
 		return it.Column
 	case it.Column == "":
@@ -181,6 +194,14 @@ type Call struct {
 	Args []Expr
 }
 
+// AggRef is an aggregate written in HAVING, COUNT(*) or AGG(col): it names
+// the output of the same aggregate in the SELECT list (its released value).
+type AggRef struct {
+	Agg      string // upper case
+	Column   string // "" for COUNT(*)
+	Distinct bool   // COUNT(DISTINCT col)
+}
+
 // QuoteIdent double-quotes an identifier for SQLite.
 func QuoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
@@ -205,6 +226,17 @@ func (e *Lit) SQL(b *strings.Builder) {
 }
 
 func (e *Col) SQL(b *strings.Builder) { b.WriteString(QuoteIdent(e.Name)) }
+
+func (e *AggRef) SQL(b *strings.Builder) {
+	switch {
+	case e.Column == "":
+		b.WriteString(e.Agg + "(*)")
+	case e.Distinct:
+		b.WriteString(e.Agg + "(DISTINCT " + QuoteIdent(e.Column) + ")")
+	default:
+		b.WriteString(e.Agg + "(" + QuoteIdent(e.Column) + ")")
+	}
+}
 
 func (e *Unary) SQL(b *strings.Builder) {
 	b.WriteString("(" + e.Op + " ")
@@ -343,6 +375,54 @@ func Walk(e Expr, f func(Expr)) {
 			Walk(x, f)
 		}
 	}
+}
+
+// Rewrite returns e with every expression below it, then e itself,
+// replaced by f's result (depth first, children before their parent); f
+// returns its argument to keep it. The nodes are changed in place.
+func Rewrite(e Expr, f func(Expr) Expr) Expr {
+	if e == nil {
+		return nil
+	}
+	r := func(x *Expr) { *x = Rewrite(*x, f) }
+	switch e := e.(type) {
+	case *Unary:
+		r(&e.X)
+	case *Binary:
+		r(&e.L)
+		r(&e.R)
+	case *IsNull:
+		r(&e.X)
+	case *Between:
+		r(&e.X)
+		r(&e.Lo)
+		r(&e.Hi)
+	case *In:
+		r(&e.X)
+		for i := range e.List {
+			r(&e.List[i])
+		}
+	case *Like:
+		r(&e.X)
+	case *Case:
+		if e.Operand != nil {
+			r(&e.Operand)
+		}
+		for i := range e.Whens {
+			r(&e.Whens[i][0])
+			r(&e.Whens[i][1])
+		}
+		if e.Else != nil {
+			r(&e.Else)
+		}
+	case *Cast:
+		r(&e.X)
+	case *Call:
+		for i := range e.Args {
+			r(&e.Args[i])
+		}
+	}
+	return f(e)
 }
 
 // String renders e as SQL.

@@ -13,7 +13,7 @@ import (
 var ErrNotDP = errors.New("not a SELECT WITH DIFFERENTIAL_PRIVACY statement")
 
 // Accepted is the one-line summary of the grammar that parse errors point to.
-const Accepted = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = ...) keys and COUNT(*), COUNT(col), COUNT(DISTINCT col), SUM(col), AVG(col), VAR_POP(col), STDDEV_POP(col), MEDIAN(col), PERCENTILE_CONT(col, p), APPROX_QUANTILES(col, k) FROM protected_table [WHERE ...] [GROUP BY keys] [ORDER BY outputs] [LIMIT n]"
+const Accepted = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = ...) keys and COUNT(*), COUNT(col), COUNT(DISTINCT col), SUM(col), AVG(col), VAR_POP(col), STDDEV_POP(col), MEDIAN(col), PERCENTILE_CONT(col, p), APPROX_QUANTILES(col, k) FROM protected_table [WHERE ...] [GROUP BY keys] [HAVING condition on outputs] [ORDER BY outputs] [LIMIT n]"
 
 // MaxLikePattern is the longest LIKE pattern accepted, well under SQLite's
 // default limit of 50,000 bytes.
@@ -65,6 +65,9 @@ type parser struct {
 	i     int
 	depth int
 	quals []string // table qualifiers written before columns
+	// having: the parser is in HAVING, whose names are outputs' (an
+	// aggregate written there is refused with how to name it instead).
+	having bool
 }
 
 func (p *parser) peek() token { return p.toks[p.i] }
@@ -192,18 +195,22 @@ func Parse(src string) (*Statement, error) {
 			return nil, err
 		}
 		for {
-			c, err := p.column()
+			x, err := p.expr()
 			if err != nil {
 				return nil, err
 			}
-			st.GroupBy = append(st.GroupBy, c)
+			st.GroupBy = append(st.GroupBy, x)
 			if !p.isOp(",") {
 				break
 			}
 		}
 	}
-	if p.peek().is("HAVING") {
-		return nil, p.errf("HAVING is not accepted (it would filter on exact aggregates); filter the released rows afterwards")
+	if p.kw("HAVING") {
+		p.having = true
+		if st.Having, err = p.expr(); err != nil {
+			return nil, err
+		}
+		p.having = false
 	}
 	if p.kw("ORDER") {
 		if err := p.expectKw("BY"); err != nil {
@@ -314,6 +321,21 @@ func (p *parser) column() (string, error) {
 	return c, nil
 }
 
+// dpAggregate reports whether name (upper case) is a DP aggregate.
+func dpAggregate(name string) bool {
+	switch name {
+	case Count, Sum, Avg, Var, Std, Median, Percentile, Quantiles:
+		return true
+	}
+	return false
+}
+
+// sqlAggregates are SQL aggregates that are not DP aggregates, refused by
+// name in the SELECT list (min and max with one argument).
+var sqlAggregates = map[string]bool{"min": true, "max": true, "total": true, "group_concat": true,
+	"string_agg": true, "json_group_array": true, "json_group_object": true, "any_value": true,
+	"percentile": true, "percentile_disc": true, "approx_count_distinct": true}
+
 func (p *parser) item() (Item, error) {
 	var it Item
 	t := p.peek()
@@ -324,13 +346,7 @@ func (p *parser) item() (Item, error) {
 		return it, p.errf("DISTINCT is not accepted")
 	}
 	agg := strings.ToUpper(t.text)
-	if t.kind == tIdent && !t.quoted && p.toks[p.i+1].op("(") {
-		switch agg {
-		case Count, Sum, Avg, Var, Std, Median, Percentile, Quantiles:
-		default:
-			return it, p.errf("%s(...) is not a DP aggregate: use COUNT(*), COUNT(col), COUNT(DISTINCT col), SUM(col), "+
-				"AVG(col), VAR_POP(col), STDDEV_POP(col), MEDIAN(col), PERCENTILE_CONT(col, p) or APPROX_QUANTILES(col, k)", t.text)
-		}
+	if t.kind == tIdent && !t.quoted && p.toks[p.i+1].op("(") && dpAggregate(agg) {
 		p.i += 2
 		it.Agg = agg
 		if p.isOp("*") {
@@ -367,11 +383,24 @@ func (p *parser) item() (Item, error) {
 			return it, p.errf("window functions and FILTER are not accepted")
 		}
 	} else {
-		c, err := p.column()
+		// A group key: a column, or an expression that GROUP BY names too.
+		x, err := p.expr()
 		if err != nil {
 			return it, fmt.Errorf("%w: the SELECT list takes group keys and DP aggregates", err)
 		}
-		it.Column = c
+		switch x := x.(type) {
+		case *Col:
+			it.Column = x.Name
+		case *Call:
+			if sqlAggregates[x.Name] && (len(x.Args) == 1 || x.Name != "min" && x.Name != "max") {
+				return it, &SyntaxError{Pos: t.pos, Msg: fmt.Sprintf("%s(...) is not a DP aggregate: use COUNT(*), COUNT(col), "+
+					"COUNT(DISTINCT col), SUM(col), AVG(col), VAR_POP(col), STDDEV_POP(col), MEDIAN(col), PERCENTILE_CONT(col, p) "+
+					"or APPROX_QUANTILES(col, k)", t.text)}
+			}
+			it.Expr = x
+		default:
+			it.Expr = x
+		}
 	}
 	if p.kw("AS") {
 		a, err := p.ident("an alias")
@@ -384,7 +413,7 @@ func (p *parser) item() (Item, error) {
 		p.i++
 	}
 	if t := p.peek(); !t.op(",") && !t.is("FROM") {
-		return it, p.errf("expressions are not accepted in the SELECT list: write a group key or a DP aggregate, optionally AS alias")
+		return it, p.errf("expressions are not accepted around DP aggregates in the SELECT list: write a group key or a DP aggregate, optionally AS alias, and compute from the released values")
 	}
 	return it, nil
 }
@@ -794,8 +823,11 @@ func (p *parser) primary() (Expr, error) {
 func (p *parser) call(name token) (Expr, error) {
 	p.next() // (
 	c := &Call{Name: strings.ToLower(name.text)}
+	if p.having && dpAggregate(strings.ToUpper(name.text)) {
+		return p.aggRef(name)
+	}
 	if p.peek().op("*") || p.peek().is("DISTINCT") {
-		return nil, p.errf("aggregates are not accepted in WHERE")
+		return nil, p.errf("aggregates are not accepted inside expressions (WHERE, GROUP BY, keys)")
 	}
 	if !p.peek().op(")") {
 		for {
@@ -816,6 +848,27 @@ func (p *parser) call(name token) (Expr, error) {
 		return nil, p.errf("window functions are not accepted")
 	}
 	return c, nil
+}
+
+// aggRef reads an aggregate written in HAVING (after its name): COUNT(*)
+// or AGG(col), which names the output of the same aggregate, its released
+// (noisy) value.
+func (p *parser) aggRef(name token) (Expr, error) {
+	a := &AggRef{Agg: strings.ToUpper(name.text)}
+	a.Distinct = p.kw("DISTINCT")
+	if a.Distinct || !p.isOp("*") {
+		c, err := p.column()
+		if err != nil {
+			return nil, err
+		}
+		a.Column = c
+	}
+	if !p.peek().op(")") {
+		return nil, p.errf("in HAVING an aggregate names an output of the SELECT list (write %s(col) with nothing more, "+
+			"or better its alias)", a.Agg)
+	}
+	p.next()
+	return a, nil
 }
 
 func (p *parser) caseExpr() (Expr, error) {
