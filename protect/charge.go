@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 
 	"github.com/dpsql/dpsql/ledger"
 )
@@ -32,12 +33,32 @@ import (
 // read): its charge had committed and stands; nothing was released.
 type Stopped struct {
 	Receipt ledger.Receipt
-	Err     error
+	// Epsilon and Delta are the statement's budget when OPTIONS gave it as
+	// (epsilon, delta); both 0 when it was given as mu.
+	Epsilon, Delta float64
+	Err            error
 }
 
 func (e *Stopped) Error() string {
-	return fmt.Sprintf("the statement was stopped after its charge committed (ledger row %d, mu %g): it keeps its charge and released nothing: %v",
-		e.Receipt.ID, e.Receipt.Mu, e.Err)
+	return fmt.Sprintf("the statement was stopped after its charge committed (ledger row %d, %s): it keeps its charge and released nothing: %v",
+		e.Receipt.ID, e.Cost(), e.Err)
+}
+
+// Cost says what the statement was charged, in the terms its OPTIONS gave:
+// "mu 0.5", or "epsilon 1, delta 1e-06" (with the charge's mu when the noise
+// was Gaussian; Laplace noise has no finite mu, which is never printed).
+func (e *Stopped) Cost() string {
+	mu := e.Receipt.Mu
+	if e.Epsilon <= 0 {
+		if math.IsInf(mu, 1) { // not from a protected-mode plan: the scope's epsilon is all there is
+			return fmt.Sprintf("no finite mu; the scope's epsilon spent is now %g at delta %g", e.Receipt.Epsilon, e.Receipt.Delta)
+		}
+		return fmt.Sprintf("mu %g", mu)
+	}
+	if math.IsInf(mu, 1) || mu <= 0 {
+		return fmt.Sprintf("epsilon %g, delta %g", e.Epsilon, e.Delta)
+	}
+	return fmt.Sprintf("epsilon %g, delta %g; Gaussian noise, mu %g", e.Epsilon, e.Delta, mu)
 }
 
 func (e *Stopped) Unwrap() error { return e.Err }

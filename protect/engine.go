@@ -110,7 +110,7 @@ func (e *Engine) Query(ctx context.Context, scope, query string) (*Result, error
 	}
 	groups, err := e.readAccepted(ctx, pl)
 	if err != nil {
-		return nil, &Stopped{Receipt: rc, Err: err}
+		return nil, &Stopped{Receipt: rc, Epsilon: pl.eps, Delta: pl.delta, Err: err}
 	}
 	res := releaseRows(pl, groups, release.NewNoise())
 	res.Receipt = rc

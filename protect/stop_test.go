@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -92,12 +93,20 @@ func TestStoppedAfterAcceptanceKeepsCharge(t *testing.T) {
 }
 
 // A statement refused before acceptance charges nothing: a context already
-// done, a refused statement, and one over budget, which is refused at once,
-// without waiting for a read it never starts. (The scope holds Gaussian
-// charges only, whose budget decision is quick: the time is the refusal's.)
+// done, a refused statement, one SQLite cannot prepare, and one over budget,
+// which is refused at once, without waiting for any read. The last is shown
+// without a clock: every read connection of the engine is held, so an
+// accepted statement's read blocks until released; the over-budget refusal
+// must come back while that read is still blocked, and must not itself wait
+// for a read connection.
 func TestRefusedBeforeAcceptanceChargesNothing(t *testing.T) {
-	path, owner, read := slowClinic(t, 1000000, countQuery)
-	a := openAnalyst(t, path)
+	path, owner := newClinic(t, 2, `json_object('privacy_unit', 'pid', 'max_groups', 2, 'max_rows', 1)`, insertPatients(2000, func(i int) (int, string, int, any) {
+		return i, []string{"F", "M"}[i%2], 20 + i%60, 18 + i%25
+	}))
+	a, b := openAnalyst(t, path), openAnalyst(t, path)
+	if _, _, err := queryAll(context.Background(), a, fmt.Sprintf(countQuery, 0.1)); err != nil {
+		t.Fatal(err)
+	}
 	before := ledgerRows(t, owner)
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -112,17 +121,115 @@ func TestRefusedBeforeAcceptanceChargesNothing(t *testing.T) {
 	if _, _, err := queryAll(context.Background(), a, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 0.2) COUNT(*) FROM patients WHERE substr(sex, 1, 2, 3) = 'F'`); err == nil || !strings.Contains(err.Error(), "nothing was charged") {
 		t.Errorf("a statement SQLite cannot prepare: %v", err)
 	}
-	t0 := time.Now()
-	_, _, err := queryAll(context.Background(), a, fmt.Sprintf(countQuery, 3.0))
-	took := time.Since(t0)
-	t.Logf("one read %v, the budget refusal %v", read, took)
+	if n := ledgerRows(t, owner); n != before {
+		t.Errorf("%d charges from statements refused before acceptance", n-before)
+	}
+
+	held := protect.HoldReads(t, path)
+	waits := held.Waiting()
+	type answer struct {
+		rows [][]any
+		err  error
+	}
+	accepted := make(chan answer, 1)
+	go func() { // accepted and charged; its read waits for a connection
+		_, rows, err := queryAll(context.Background(), a, fmt.Sprintf(countQuery, 0.2))
+		accepted <- answer{rows, err}
+	}()
+	for held.Waiting() == waits {
+		select {
+		case r := <-accepted:
+			t.Fatalf("the accepted statement returned (%v, %v) while every read connection was held", r.rows, r.err)
+		default:
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if n := ledgerRows(t, owner); n != before+1 {
+		t.Fatalf("the statement blocked in its read made %d charges, want 1 (committed before the read)", n-before)
+	}
+	// mu 1.995 is within the scope's budget of 2 (the checker passes it)
+	// but over what remains after 0.1 and 0.2: the budget decision, made
+	// when the charge would be, refuses it.
+	refused := make(chan error, 1)
+	go func() {
+		_, _, err := queryAll(context.Background(), b, fmt.Sprintf(countQuery, 1.995))
+		refused <- err
+	}()
+	var err error
+	for waiting := true; waiting; {
+		select {
+		case err = <-refused:
+			waiting = false
+		default:
+			if held.Waiting() > waits+1 {
+				held.Release()
+				t.Fatalf("the over-budget statement waited for a read connection (then: %v)", <-refused)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	if !accountant.IsBudgetExceeded(err) {
 		t.Errorf("over budget: %v", err)
 	}
-	if took > read/4 {
-		t.Errorf("the budget refusal took %v, against %v for a read: it waited for the read", took, read)
+	select {
+	case r := <-accepted:
+		t.Fatalf("the accepted statement returned (%v, %v) while every read connection was held", r.rows, r.err)
+	default: // still blocked in its read: the refusal did not wait for it
 	}
-	if n := ledgerRows(t, owner); n != before {
-		t.Errorf("%d charges from statements refused before acceptance", n-before)
+	if n := ledgerRows(t, owner); n != before+1 {
+		t.Errorf("the over-budget statement changed the charges by %d, want 0", n-before-1)
+	}
+	held.Release()
+	if r := <-accepted; r.err != nil || len(r.rows) != 1 {
+		t.Errorf("the accepted statement, once its read went on: %v rows, %v", r.rows, r.err)
+	}
+}
+
+// A stopped statement's message names its charge in the budget's own terms:
+// epsilon and delta for one given (epsilon, delta), never the "mu +Inf" of
+// Laplace noise; mu for one given mu. The read is held, not timed: the
+// statement is cancelled while it waits for its read connection.
+func TestStoppedMessageNamesTheBudget(t *testing.T) {
+	path, owner := newClinic(t, 5, `json_object('privacy_unit', 'pid')`, insertPatients(200, func(i int) (int, string, int, any) {
+		return i, []string{"F", "M"}[i%2], 20 + i%60, 18 + i%25
+	}))
+	a := openAnalyst(t, path)
+	if _, _, err := queryAll(context.Background(), a, fmt.Sprintf(countQuery, 0.1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ options, want, law string }{
+		{"epsilon = 0.5, delta = 1e-6, noise = 'laplace'", "epsilon 0.5, delta 1e-06)", "laplace"},
+		{"epsilon = 0.5, delta = 1e-6, noise = 'gaussian'", "epsilon 0.5, delta 1e-06; Gaussian noise, mu ", "gaussian"},
+		{"mu = 0.25", "mu 0.25)", "gaussian"},
+	} {
+		held := protect.HoldReads(t, path)
+		waits := held.Waiting()
+		before := ledgerRows(t, owner)
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan error, 1)
+		go func() {
+			_, _, err := queryAll(ctx, a, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (`+c.options+`) COUNT(*) AS n FROM patients`)
+			stopped <- err
+		}()
+		for held.Waiting() == waits && len(stopped) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+		err := <-stopped
+		held.Release()
+		var st *protect.Stopped
+		if !errors.As(err, &st) {
+			t.Fatalf("%s: %v, want a *protect.Stopped", c.options, err)
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, c.want) || strings.Contains(msg, "Inf") {
+			t.Errorf("%s: stopped statement says %q, want %q and no infinity", c.options, msg, c.want)
+		}
+		if n := ledgerRows(t, owner) - before; n != 1 {
+			t.Errorf("%s: %d charges, want 1", c.options, n)
+		}
+		if law := c.law; (law == "laplace") != math.IsInf(st.Receipt.Mu, 1) {
+			t.Errorf("%s: the charge's mu is %v, want %s noise", c.options, st.Receipt.Mu, law)
+		}
 	}
 }

@@ -304,8 +304,8 @@ func (s *Server) writeStatementError(w http.ResponseWriter, err error, ctx conte
 	case errors.As(err, &bad):
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.As(err, &stopped) && ctx != nil && ctx.Err() != nil:
-		writeError(w, http.StatusGatewayTimeout, CodeTimeout, fmt.Sprintf("the statement was stopped at the service's limit of %s, after it was accepted: it keeps its charge (ledger row %d, mu %g) and released nothing (GET /v1/ledger shows the charge)",
-			s.cfg.StatementTimeout, stopped.Receipt.ID, stopped.Receipt.Mu))
+		writeError(w, http.StatusGatewayTimeout, CodeTimeout, fmt.Sprintf("the statement was stopped at the service's limit of %s, after it was accepted: it keeps its charge (ledger row %d, %s) and released nothing (GET /v1/ledger shows the charge)",
+			s.cfg.StatementTimeout, stopped.Receipt.ID, stopped.Cost()))
 	case errors.As(err, &stopped):
 		// A read that failed after its charge: protected mode's reads cannot
 		// fail on the data, so this is the service's failure.

@@ -153,8 +153,8 @@ func sqlError(ctx context.Context, err error) error {
 	}
 	var stopped *protect.Stopped
 	if errors.As(err, &stopped) {
-		return fmt.Errorf("statement interrupted after its charge committed: it keeps its charge (ledger row %d, mu %g) and released nothing",
-			stopped.Receipt.ID, stopped.Receipt.Mu)
+		return fmt.Errorf("statement interrupted after its charge committed: it keeps its charge (ledger row %d, %s) and released nothing",
+			stopped.Receipt.ID, stopped.Cost())
 	}
 	return errors.New("statement interrupted")
 }
