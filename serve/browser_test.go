@@ -64,11 +64,32 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("wrong token: the page says %q", loginError)
 	}
 
-	const query = `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) AS n FROM patients`
+	// Signed in, the page lists what the analyst may query, and the query
+	// box holds the service's example, on the table the database protects.
+	listing, err := client(hs, tok).Tables(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	err = chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.ID("token"), tok),
 		chromedp.Click(chromedp.ID("signin")),
 		chromedp.WaitVisible(chromedp.ID("app")),
+		chromedp.Poll[chromedp.Void](`document.getElementById("tables-list").dataset.protected !== undefined`),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := text(ctx, t, chromedp.Evaluate[string](`document.getElementById("sql").value`))
+	headings := text(ctx, t, chromedp.Evaluate[string](`[...document.querySelectorAll("#tables-list h3")].map(h => h.textContent).join(",")`))
+	if box != listing.Example || !strings.Contains(box, "FROM patients") {
+		t.Errorf("the query box holds %q, want the service's example %q", box, listing.Example)
+	}
+	if headings != "patients (protected),wards (public)" {
+		t.Errorf("the page lists the tables %q", headings)
+	}
+
+	const query = `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) AS n FROM patients`
+	err = chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.ID("sql"), query),
 		chromedp.Click(chromedp.ID("run")),
 		chromedp.WaitVisible(chromedp.CSS("#result td")),
@@ -90,6 +111,10 @@ func TestBrowser(t *testing.T) {
 	}
 	if !strings.Contains(charge, "charged mu 1") {
 		t.Errorf("charge line %q", charge)
+	}
+	axes := text(ctx, t, chromedp.Evaluate[string](`[".axis-y", ".axis-x"].map(c => document.querySelector("#spend " + c).textContent).join(",")`))
+	if axes != "mu spent,time of charge (UTC)" {
+		t.Errorf("the spend chart's axis labels are %q", axes)
 	}
 	// mu 1 of 2 spent: a quarter of mu² used, 75% remains.
 	if width != "75%" || points != "1" {

@@ -57,6 +57,16 @@ func (c *Client) Ledger(ctx context.Context) (*LedgerResponse, error) {
 	return &resp, nil
 }
 
+// Tables returns what the account may query: the protected tables with
+// their policies, and the public tables.
+func (c *Client) Tables(ctx context.Context) (*TablesResponse, error) {
+	var resp TablesResponse
+	if err := c.do(ctx, http.MethodGet, "/v1/tables", nil, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
 	var rd io.Reader
 	if body != nil {

@@ -253,7 +253,7 @@ func TestUnauthorized(t *testing.T) {
 		"good plus more": "Bearer " + good + "x",
 		"lower-case":     "bearer " + good,
 	} {
-		for _, path := range []string{"/v1/query", "/v1/budget", "/v1/ledger"} {
+		for _, path := range []string{"/v1/query", "/v1/budget", "/v1/ledger", "/v1/tables"} {
 			method := http.MethodGet
 			if path == "/v1/query" {
 				method = http.MethodPost
@@ -333,7 +333,7 @@ func TestBadRequests(t *testing.T) {
 	for _, r := range []struct {
 		method, path string
 		status       int
-	}{{"GET", "/v1/query", 405}, {"GET", "/v1/nothing", 404}, {"POST", "/v1/budget", 405}, {"DELETE", "/v1/ledger", 405}} {
+	}{{"GET", "/v1/query", 405}, {"GET", "/v1/nothing", 404}, {"POST", "/v1/budget", 405}, {"DELETE", "/v1/ledger", 405}, {"POST", "/v1/tables", 405}} {
 		req, _ := http.NewRequest(r.method, hs.URL+r.path, nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := hs.Client().Do(req)

@@ -69,6 +69,9 @@ type Server struct {
 	ledger *ledger.Ledger
 	engine *protect.Engine
 	book   *book
+	// policies are the tables' policies for GET /v1/tables, replayed from
+	// the chain and kept while its head does not move.
+	policies policyCache
 
 	mu       sync.Mutex
 	analysts map[string]*sql.DB      // analyst connections per scope
@@ -141,20 +144,22 @@ func (s *Server) Close() error {
 //	POST /v1/query    run one statement: {"sql": "..."}
 //	GET  /v1/budget   the account's scope: budget, spent, remaining
 //	GET  /v1/ledger   the ledger entries of the account's scope
+//	GET  /v1/tables   what the account may query: protected tables and their policies, public tables
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", servePage)
 	mux.HandleFunc("POST /v1/query", s.authed(s.query))
 	mux.HandleFunc("GET /v1/budget", s.authed(s.budget))
 	mux.HandleFunc("GET /v1/ledger", s.authed(s.ledgerEntries))
-	for ep, allow := range map[string]string{"/v1/query": "POST", "/v1/budget": "GET", "/v1/ledger": "GET"} {
+	mux.HandleFunc("GET /v1/tables", s.authed(s.tables))
+	for ep, allow := range map[string]string{"/v1/query": "POST", "/v1/budget": "GET", "/v1/ledger": "GET", "/v1/tables": "GET"} {
 		mux.HandleFunc(ep, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 			writeError(w, http.StatusMethodNotAllowed, CodeBadRequest, fmt.Sprintf("%s takes %s, not %s", ep, allow, r.Method))
 		})
 	}
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, CodeBadRequest, fmt.Sprintf("no API endpoint %s %s: use POST /v1/query, GET /v1/budget or GET /v1/ledger", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, CodeBadRequest, fmt.Sprintf("no API endpoint %s %s: use POST /v1/query, GET /v1/budget, GET /v1/ledger or GET /v1/tables", r.Method, r.URL.Path))
 	})
 	return securityHeaders(mux)
 }

@@ -24,7 +24,9 @@ func (m *Main) newServeCmd() *cobra.Command {
 account (dpsql analyst add) and never hold the file. POST /v1/query runs one
 SELECT (SELECT WITH DIFFERENTIAL_PRIVACY on protected tables, charged to the
 account's scope; a plain SELECT on public tables); GET /v1/budget and
-GET /v1/ledger show the account's own scope; / is a web page for analysts.
+GET /v1/ledger show the account's own scope, GET /v1/tables what it may
+query (the protected tables and their policies, the public tables); / is a
+web page for analysts.
 The service listens on loopback unless told otherwise; any other address needs
 TLS (--tls-cert and --tls-key). Ctrl-C stops it. The repository's docs/service.md
 documents the API and the threat model.`,
