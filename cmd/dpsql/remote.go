@@ -154,6 +154,7 @@ const remoteShellHelp = `SQL statements end with ";" and may span several lines;
 .format [FORMAT]      show or set the output format: table, csv, json
 .help                 this help
 .quit                 leave (also .exit, Ctrl-D)
+.tables               what you may query: protected tables and their policies, public tables
 `
 
 // remoteShell is the shell of --remote: the same line handling as the local
@@ -237,6 +238,18 @@ func (m *Main) remoteShell(c *cobra.Command, cl *serve.Client, format string) er
 				if err := p.Print([]string{"id", "at", "kind", "mechanism", "mu", "query"}, rows); err != nil {
 					fail(err)
 				}
+			case ".tables":
+				l, err := cl.Tables(ctx)
+				if err != nil {
+					fail(err)
+					break
+				}
+				if err := p.Print(tablesColumns, tablesRows(l)); err != nil {
+					fail(err)
+				}
+				if l.Example != "" {
+					fmt.Fprintf(out, "for example:\n%s\n", l.Example)
+				}
 			case ".format", ".mode":
 				switch {
 				case len(f) == 1:
@@ -282,4 +295,30 @@ func (m *Main) remoteShell(c *cobra.Command, cl *serve.Client, format string) er
 			fail(err)
 		}
 	}
+}
+
+// tablesColumns and tablesRows show GET /v1/tables one column a row.
+var tablesColumns = []string{"table", "access", "column", "type", "bounds", "public_keys", "max_length"}
+
+func tablesRows(l *serve.TablesResponse) [][]any {
+	var rows [][]any
+	for _, t := range l.Protected {
+		access := "DP only; each row a person"
+		if t.PrivacyUnit != "" {
+			access = fmt.Sprintf("DP only; person = %s, max_groups %d, max_rows %d", t.PrivacyUnit, t.MaxGroups, t.MaxRows)
+		}
+		for _, c := range t.Columns {
+			var bounds any
+			if c.Bounds != nil {
+				bounds = fmt.Sprintf("[%g, %g]", c.Bounds[0], c.Bounds[1])
+			}
+			rows = append(rows, []any{t.Table, access, c.Name, c.Type, bounds, c.PublicKeys, c.MaxLength})
+		}
+	}
+	for _, t := range l.Public {
+		for _, c := range t.Columns {
+			rows = append(rows, []any{t.Table, "public", c.Name, c.Type, nil, nil, nil})
+		}
+	}
+	return rows
 }

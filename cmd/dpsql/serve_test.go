@@ -80,8 +80,10 @@ func TestServeAnalystRemote(t *testing.T) {
 	}
 	mustFail(t, 1, "table patients is protected", "query", "--remote", url, "--token-file", tokFile, "SELECT * FROM patients")
 	t.Setenv(tokenEnv, tok)
-	r := run(t, "SELECT name FROM sqlite_schema WHERE name = 'patients';\n.budget\n.audit\nSELECT * FROM patients;\n", "shell", "--remote", url, "-f", "csv")
+	r := run(t, "SELECT name FROM sqlite_schema WHERE name = 'patients';\n.budget\n.audit\n.tables\nSELECT * FROM patients;\n", "shell", "--remote", url, "-f", "csv")
 	if r.code != 1 || !strings.Contains(r.stdout, "name\npatients\n") || !strings.Contains(r.stdout, "alice,default,2,") ||
+		!strings.Contains(r.stdout, "table,access,column,type,bounds,public_keys,max_length\npatients,\"DP only; person = pid, max_groups 1, max_rows 1\",pid,") ||
+		!strings.Contains(r.stdout, "for example:\nSELECT WITH DIFFERENTIAL_PRIVACY") ||
 		!strings.Contains(r.stdout, "WITH DIFFERENTIAL_PRIVACY") || !strings.Contains(r.stderr, "Error: refused: table patients is protected") {
 		t.Errorf("remote shell: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
