@@ -33,6 +33,7 @@ type AnalystConn struct {
 	mu        sync.Mutex
 	protected map[string]bool // lower-case names of protected tables
 	denial    string          // why the authorizer last refused
+	deniedTbl string          // the protected table it refused a read of, if that was why
 	// syncing: the connection runs syncScope's own statements, which
 	// the authorizer allows (analystscope.go).
 	syncing bool
@@ -88,6 +89,9 @@ func (c *AnalystConn) authorize(op int, a1, a2, a3 string) int {
 		t := strings.ToLower(a1)
 		switch {
 		case c.protected[t]:
+			if c.denial == "" {
+				c.deniedTbl = a1
+			}
 			return c.deny("table %s is protected: analysts read it only through %s", a1, dpselect.Accepted)
 		case strings.HasPrefix(t, "sqlite_stat"), t == "dbstat", t == "sqlite_dbpage":
 			return c.deny("%s is not readable on an analyst connection (it holds samples or pages of table data)", a1)
@@ -160,7 +164,7 @@ func (c *AnalystConn) refresh(ctx context.Context, query string) error {
 	}
 	c.mu.Lock()
 	c.protected = m
-	c.denial = ""
+	c.denial, c.deniedTbl = "", ""
 	c.mu.Unlock()
 	return c.syncScope(ctx)
 }
@@ -196,10 +200,12 @@ func (c *AnalystConn) explain(err error) error {
 		return nil
 	}
 	c.mu.Lock()
-	d := c.denial
+	d, tbl := c.denial, c.deniedTbl
 	c.mu.Unlock()
 	if d != "" && (strings.Contains(err.Error(), "not authorized") || strings.Contains(err.Error(), "prohibited")) {
-		return &Refusal{Msg: d}
+		// A read of a protected table: how to write it as a DP statement,
+		// from the table's columns and policy (examples.go).
+		return &Refusal{Msg: d, Try: c.engine.example(context.Background(), c.engine.meta, tbl, "")}
 	}
 	if strings.Contains(err.Error(), accountant.OwnScopeOnly) { // dp_budget_remaining('other') and the like
 		return &Refusal{Msg: err.Error()}

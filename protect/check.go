@@ -159,9 +159,25 @@ type plan struct {
 
 // Refusal is an analyst statement refused before anything was read or
 // charged; its message says what is allowed.
-type Refusal struct{ Msg string }
+type Refusal struct {
+	Msg string
+	// Clause names the part of the statement refused (dpselect.Clause*),
+	// "" when the message names it; Try is a statement over the same table
+	// that would be accepted, built from its columns and policy
+	// (examples.go), "" when there is none.
+	Clause, Try string
+}
 
-func (e *Refusal) Error() string { return "refused: " + e.Msg }
+func (e *Refusal) Error() string {
+	s := "refused: " + e.Msg
+	if e.Clause != "" {
+		s = "refused: " + e.Clause + ": " + e.Msg
+	}
+	if e.Try != "" {
+		s += "; try " + e.Try
+	}
+	return s
+}
 
 func refusef(format string, args ...any) error {
 	return &Refusal{Msg: fmt.Sprintf(format, args...)}
@@ -221,7 +237,7 @@ var checkerSteps = []func(*checker) error{(*checker).from, (*checker).privacyUni
 func (c *checker) run(steps ...func(*checker) error) error {
 	for _, step := range steps {
 		if err := step(c); err != nil {
-			return err
+			return withClause(err, step)
 		}
 	}
 	return nil
@@ -289,6 +305,9 @@ func (c *checker) option(o dpselect.Option) error {
 		return refusef("option %s is given twice", o.Name)
 	}
 	c.opt.given[o.Name] = true
+	if o.Name == "privacy_unit_column" {
+		return refusef("the privacy unit is set by the owner's policy, not by OPTIONS")
+	}
 	if o.IsText != (o.Name == "noise") {
 		if o.IsText {
 			return refusef("option %s takes a number, not the string '%s'", o.Name, o.Text)
@@ -326,8 +345,6 @@ func (c *checker) option(o dpselect.Option) error {
 			return refusef("selection_delta must lie in (0, 1), got %v", o.Value)
 		}
 		c.opt.selectionDelta = o.Value
-	case "privacy_unit_column":
-		return refusef("the privacy unit is set by the owner's policy, not by OPTIONS")
 	default:
 		return refusef("unknown option %q: OPTIONS takes mu, or epsilon and delta, max_groups_contributed, "+
 			"selection_delta, noise and confidence", o.Name)

@@ -117,11 +117,14 @@ func (e *Engine) Query(ctx context.Context, scope, query string) (*Result, error
 	return res, nil
 }
 
-// plan parses and checks a statement.
-func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) (*plan, error) {
+// plan parses and checks a statement. A refusal names the clause it is
+// about and, over a protected table, an example built from its columns
+// (examples.go).
+func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) (_ *plan, err error) {
+	defer func() { err = e.withExample(ctx, conn, query, err) }()
 	st, err := dpselect.Parse(query)
 	if err != nil {
-		return nil, &Refusal{Msg: err.Error()}
+		return nil, syntaxRefusal(query, err)
 	}
 	policies, err := e.policies.load(ctx, conn)
 	if err != nil {

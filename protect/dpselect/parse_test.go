@@ -227,3 +227,19 @@ func TestParseDistinctAndQuantiles(t *testing.T) {
 		}
 	}
 }
+
+func TestOutline(t *testing.T) {
+	src := `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) FROM "my t" WHERE x IN (1) GROUP BY g ORDER BY 1 LIMIT 2`
+	for _, tc := range []struct {
+		at, clause string
+	}{{"SELECT", ""}, {"mu", ClauseOptions}, {"COUNT", ClauseSelect}, {`"my t"`, ClauseFrom}, {"x IN", ClauseWhere},
+		{"(1)", ClauseWhere}, {"g ORDER", ClauseGroupBy}, {"1 LIMIT", ClauseOrderBy}, {"2", ClauseLimit}} {
+		c, table := Outline(src, strings.Index(src, tc.at)+1)
+		if c != tc.clause || table != "my t" {
+			t.Errorf("at %q: clause %q table %q, want %q and %q", tc.at, c, table, tc.clause, "my t")
+		}
+	}
+	if _, table := Outline(`WITH a AS (SELECT * FROM patients) SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) FROM a`, -1); table != "a" {
+		t.Errorf("the outermost FROM: %q", table)
+	}
+}
