@@ -25,7 +25,7 @@ var stepClauses = map[string]string{
 	"from": dpselect.ClauseFrom, "privacyUnit": dpselect.ClauseFrom, "options": dpselect.ClauseOptions,
 	"groupBy": dpselect.ClauseGroupBy, "items": dpselect.ClauseSelect, "intervals": dpselect.ClauseSelect,
 	"orderBy": dpselect.ClauseOrderBy, "where": dpselect.ClauseWhere, "budget": dpselect.ClauseOptions,
-	"rowWork": dpselect.ClauseWhere,
+	"rowWork": dpselect.ClauseWhere, "having": dpselect.ClauseHaving,
 }
 
 // stepName returns a checker step's method name.
@@ -162,6 +162,9 @@ func (s tableShape) example(clause string) string {
 	}
 	if key != "" {
 		q += " GROUP BY " + dpselect.Ident(key)
+	}
+	if clause == dpselect.ClauseHaving && key != "" {
+		q += " HAVING n >= 10"
 	}
 	if clause == dpselect.ClauseOrderBy || clause == dpselect.ClauseLimit {
 		q += " ORDER BY n DESC LIMIT 10"
