@@ -637,6 +637,7 @@ func typeRank(v any) int {
 }
 
 func compareValues(a, b any) int {
+	a, b = sqlValue(a), sqlValue(b)
 	ra, rb := typeRank(a), typeRank(b)
 	if ra != rb {
 		return ra - rb

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dpsql/dpsql/protect/dpselect"
 )
@@ -56,12 +57,25 @@ func (c *checker) having() error {
 					x.Name, x.Name)
 			}
 		case *dpselect.AggRef:
+			// An aggregate names the one output of the same function and
+			// column; two (two percentiles, two sums with other bounds)
+			// make it ambiguous: refused rather than read off the first.
+			var names []string
 			for _, it := range c.st.Items {
 				if it.Agg == x.Agg && strings.EqualFold(it.Column, x.Column) && it.Distinct == x.Distinct {
-					return &dpselect.Col{Name: it.Name()}
+					names = append(names, it.Name())
 				}
 			}
 			ref := dpselect.String(x)
+			switch len(names) {
+			case 1:
+				return &dpselect.Col{Name: names[0]}
+			case 0:
+			default:
+				err = refusef("HAVING %s: %d outputs are %s; name the one to filter on by its alias (%s)",
+					ref, len(names), ref, strings.Join(names, " or "))
+				return e
+			}
 			err = refusef("HAVING %s: %s is not an output, and HAVING never reads an exact aggregate: add it to the "+
 				"SELECT list with a name and filter on its released value, e.g. SELECT ..., %s AS v ... HAVING v > 10",
 				ref, ref, ref)
@@ -129,6 +143,19 @@ func boolValue(t int) any {
 	return int64(t)
 }
 
+// sqlValue is a released value as SQLite holds it: the driver returns a
+// DATE, DATETIME or TIMESTAMP column's text as a time.Time, which is text
+// to SQLite (spelled as the driver writes times).
+func sqlValue(v any) any {
+	if t, ok := v.(time.Time); ok {
+		return t.Format(sqliteTime)
+	}
+	return v
+}
+
+// sqliteTime is how go-sqlite3 writes a time.Time.
+const sqliteTime = "2006-01-02 15:04:05.999999999-07:00"
+
 // numeric converts v to a number as SQLite's arithmetic does (text and
 // blobs by their leading number, else 0); ok false for NULL.
 func numeric(v any) (any, bool) {
@@ -157,7 +184,7 @@ func numeric(v any) (any, bool) {
 func (h *havingClause) eval(e dpselect.Expr, row []any) any {
 	switch x := e.(type) {
 	case *dpselect.Col:
-		return row[h.cols[strings.ToLower(x.Name)]]
+		return sqlValue(row[h.cols[strings.ToLower(x.Name)]])
 	case *dpselect.Lit:
 		switch x.Kind {
 		case "number":
