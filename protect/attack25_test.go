@@ -1,8 +1,10 @@
 package protect
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -283,4 +285,123 @@ func havingFor(t *testing.T, src string) *havingClause {
 		t.Fatalf("%s: %v", src, err)
 	}
 	return pl.having
+}
+
+// A computed GROUP BY key is evaluated per row several times (its canonical
+// form, the bounding's partition, each query of its own): over rows built to
+// be slow, random accepted keys (and the costliest shapes just within the
+// limits, chosen by a CASE on one person) cost at most their rowWork per row
+// beyond reading the row and grouping it, with TestRowWorkBound's margin
+// for a shared machine; keys beyond MaxRowWork are refused. Outcome: held.
+func TestAttack25KeyWorkBound(t *testing.T) {
+	const rows = 100
+	var es []*Engine
+	for kind := range workValues {
+		es = append(es, workTable(t, rows, kind))
+	}
+	ctx := context.Background()
+	conn, err := es[0].meta.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	planOf := func(key string) (*plan, error) {
+		return es[0].plan(ctx, conn, "default", `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) `+key+
+			` AS k, COUNT(*) AS n, COUNT(DISTINCT n) AS d FROM t GROUP BY k`)
+	}
+	cpu := func(pl *plan) []time.Duration {
+		var out []time.Duration
+		for _, e := range es {
+			c, err := e.db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			best := time.Duration(1 << 62)
+			for range 3 {
+				c0 := processCPU()
+				if _, err := e.readAll(ctx, c, pl); err != nil {
+					t.Fatalf("%s: %v", pl.keys, err)
+				}
+				best = min(best, processCPU()-c0)
+			}
+			c.Close()
+			out = append(out, best/rows)
+		}
+		return out
+	}
+	base, err := planOf("(a >= '') + (b >= '')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseCPU := cpu(base)
+	fixed := []string{
+		"CASE WHEN pid = 17 THEN trim(substr(a, 1, 30), " + dpselect.QuoteString(strings.Repeat("b", 9)+"a") + ") ELSE '' END",
+		"instr(a, " + dpselect.QuoteString(strings.Repeat("a", 5)+"b") + ")",
+		"substr(a, 1, 100) LIKE " + dpselect.QuoteString(strings.Repeat("%a_", 4)+"b"),
+		"CAST(a AS BLOB)",
+		"substr(b, 2, 1000)",
+		"strftime('" + strings.Repeat("%J", 100) + "', pid)",
+	}
+	g := exprGen{rand.New(rand.NewPCG(25, 2))}
+	var accepted, refused int
+	for i := 0; accepted < 30 && i < 3000; i++ {
+		key := g.expr(3)
+		if i < len(fixed) {
+			key = fixed[i]
+		}
+		pl, err := planOf(key)
+		if err != nil {
+			if !IsRefusal(err) || i < len(fixed) {
+				t.Fatalf("GROUP BY %s: %v", key, err)
+			}
+			refused++
+			continue
+		}
+		if pl.rowWork > MaxRowWork {
+			t.Fatalf("GROUP BY %s: accepted with rowWork %g over %d", key, pl.rowWork, MaxRowWork)
+		}
+		accepted++
+		for k, c := range cpu(pl) {
+			bound := 3 * (pl.rowWork + float64(baseCPU[k].Nanoseconds()) + 200)
+			if float64(c.Nanoseconds()) > bound {
+				t.Errorf("GROUP BY %.200s: %v of CPU per row on table %d, over the bound of %.0f ns (rowWork %.0f units)",
+					key, c, k, bound, pl.rowWork)
+			}
+		}
+	}
+	t.Logf("%d keys accepted, %d refused; reading and grouping a row: %v", accepted, refused, baseCPU)
+	if refused == 0 {
+		t.Errorf("no key refused: the generator does not reach the limit")
+	}
+}
+
+// A computed key over the row-work limit (or a literal over its cap in one)
+// is refused naming GROUP BY, where the cost is, not WHERE. Outcome: a
+// misleading message: fixed.
+func TestAttack25KeyWorkRefusalNamesGroupBy(t *testing.T) {
+	for _, tc := range []struct{ sql, want string }{
+		{`trim(g, '` + strings.Repeat("b", 99) + `a') AS k, COUNT(*) AS n FROM t WHERE x > 1 GROUP BY k`, "refused: GROUP BY: the statement may do"},
+		{`g = '` + strings.Repeat("b", 1001) + `' AS k, COUNT(*) AS n FROM t GROUP BY k`, "refused: GROUP BY: a literal of 1001 bytes"},
+		{`g, COUNT(*) AS n FROM t WHERE instr(g, g) > 0 GROUP BY g`, "refused: WHERE: the statement may do"},
+	} {
+		_, err := checkerFor(t, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) `+tc.sql)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%.80s: got %v, want %q", tc.sql, err, tc.want)
+		}
+	}
+}
+
+// GROUP BY may name a column key by its alias, as it names a computed key's
+// (SELECT g AS grp ... GROUP BY grp); it was refused with "no column grp".
+// Outcome: a wrong refusal: fixed (the key is the column; its released
+// column keeps the alias).
+func TestAttack25GroupByColumnAlias(t *testing.T) {
+	pl, err := checkerFor(t, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) g AS grp, COUNT(*) AS n FROM t GROUP BY grp`)
+	if err != nil || len(pl.keys) != 1 || pl.keys[0] != "g" || pl.columns()[0] != "grp" {
+		t.Fatalf("GROUP BY the alias of a column: %v (keys %v)", err, pl)
+	}
+	// A column of the table still wins over an alias of that name, as in SQLite.
+	if _, err := checkerFor(t, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) g AS x, COUNT(*) AS n FROM t GROUP BY x`); err == nil {
+		t.Errorf("g AS x ... GROUP BY x grouped by the alias, not by the column x")
+	}
 }

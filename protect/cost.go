@@ -109,6 +109,9 @@ type rowCost struct {
 	literals float64 // bytes of literals so far
 	worst    costed  // the costliest node's own work and length
 	worstAt  string  // that node, as SQL
+	// clause is the clause being walked (WHERE, or GROUP BY for a computed
+	// key), worstIn the costliest node's: refusals name it.
+	clause, worstIn string
 	// guarded are the columns (as WHERE names them, in order) whose value
 	// WHERE passes to a function or an operator, which see it only up to
 	// the column's max_length.
@@ -120,11 +123,12 @@ type rowCost struct {
 // adds to its WHERE the guards that drop rows whose values exceed their
 // columns' max_length. Called at the end of checkStatement.
 func (pl *plan) boundRowWork() error {
-	rc := &rowCost{pl: pl}
+	rc := &rowCost{pl: pl, clause: dpselect.ClauseWhere}
 	work := 0.0
 	if pl.stmt.Where != nil {
 		work = rc.expr(pl.stmt.Where).work
 	}
+	rc.clause = dpselect.ClauseGroupBy
 	// A computed GROUP BY key is evaluated per row in its canonical form
 	// (up to four times: its type, then a branch) and where the rewrite
 	// names the key (the rank's partition and the key's column): counted
@@ -150,8 +154,8 @@ func (pl *plan) boundRowWork() error {
 	work += 64 * float64(len(pl.aggs)) // per aggregate: a value's guard, clamp and fixed point on a number
 	pl.rowWork = work
 	if work > MaxRowWork {
-		return refusef("the statement may do about %.3g units of work per row (about a nanosecond each), over the limit of %d (protect.MaxRowWork): the costliest part is %s (%.3g units); use shorter literals or patterns, or compare substr(column, 1, n) instead of a whole column (see max_length in the policy)",
-			work, MaxRowWork, abbreviateSQL(rc.worstAt, 80), rc.worst.work)
+		return inClause(refusef("the statement may do about %.3g units of work per row (about a nanosecond each), over the limit of %d (protect.MaxRowWork): the costliest part is %s (%.3g units); use shorter literals or patterns, or compare substr(column, 1, n) instead of a whole column (see max_length in the policy)",
+			work, MaxRowWork, abbreviateSQL(rc.worstAt, 80), rc.worst.work), rc.worstIn)
 	}
 	// The guards, in the order WHERE names the columns.
 	var guards []string
@@ -171,6 +175,15 @@ func (pl *plan) boundRowWork() error {
 	return nil
 }
 
+// inClause names clause in a refusal (the row-work step checks WHERE and
+// the computed GROUP BY keys).
+func inClause(err error, clause string) error {
+	if r, ok := err.(*Refusal); ok && clause != "" {
+		r.Clause = clause
+	}
+	return err
+}
+
 func abbreviateSQL(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "…"
@@ -184,12 +197,12 @@ func (rc *rowCost) literal(n int) {
 		return
 	}
 	if n > MaxLiteralBytes {
-		rc.err = refusef("a literal of %d bytes: literals (and LIKE patterns) may be at most %d bytes (protect.MaxLiteralBytes)", n, MaxLiteralBytes)
+		rc.err = inClause(refusef("a literal of %d bytes: literals (and LIKE patterns) may be at most %d bytes (protect.MaxLiteralBytes)", n, MaxLiteralBytes), rc.clause)
 		return
 	}
 	rc.literals += float64(n)
 	if rc.literals > MaxStatementLiteralBytes {
-		rc.err = refusef("the statement's literals (and LIKE patterns) add up to more than %d bytes (protect.MaxStatementLiteralBytes)", MaxStatementLiteralBytes)
+		rc.err = inClause(refusef("the statement's literals (and LIKE patterns) add up to more than %d bytes (protect.MaxStatementLiteralBytes)", MaxStatementLiteralBytes), rc.clause)
 	}
 }
 
@@ -201,7 +214,7 @@ func (rc *rowCost) own(e dpselect.Expr, length, own float64, kids ...costed) cos
 		w += k.work
 	}
 	if own > rc.worst.work {
-		rc.worst, rc.worstAt = costed{length, own}, dpselect.String(e)
+		rc.worst, rc.worstAt, rc.worstIn = costed{length, own}, dpselect.String(e), rc.clause
 	}
 	return costed{length, w}
 }

@@ -77,8 +77,13 @@ func (c *checker) groupKey(g dpselect.Expr) (string, keyInfo, error) {
 			return col, keyInfo{}, err
 		}
 		for _, it := range c.st.Items {
-			if it.Agg == "" && it.Expr != nil && strings.EqualFold(it.Alias, e.Name) {
+			switch {
+			case it.Agg != "" || !strings.EqualFold(it.Alias, e.Name):
+			case it.Expr != nil:
 				return c.computedKey(it.Expr)
+			default: // the alias of a column key (sex AS s ... GROUP BY s)
+				col, err := c.column(it.Column, "GROUP BY")
+				return col, keyInfo{}, err
 			}
 		}
 		_, err := c.column(e.Name, "GROUP BY")
