@@ -233,12 +233,17 @@ func example(resp *TablesResponse, mu float64) string {
 		return "SELECT * FROM " + quoteIdent(resp.Public[0].Table) + " LIMIT 10;"
 	}
 	t := resp.Protected[0]
+	public := map[string]bool{}
+	for _, p := range resp.Public {
+		public[strings.ToLower(p.Table)] = true
+	}
 	var key, avg string
 	for _, c := range t.Columns {
 		if strings.EqualFold(c.Name, t.PrivacyUnit) {
 			continue
 		}
-		if key == "" && c.PublicKeys != "" {
+		keyTable, _, _ := strings.Cut(c.PublicKeys, ".")
+		if key == "" && c.PublicKeys != "" && public[strings.ToLower(keyTable)] {
 			key = quoteIdent(c.Name)
 		}
 		if avg == "" && c.Bounds != nil {

@@ -91,6 +91,17 @@ func TestTables(t *testing.T) {
 		t.Errorf("the listing changed with the rows:\n%s\n%s", before, after)
 	}
 
+	// Without its public key table the example does not group by the key
+	// (such a statement would be refused), and still runs.
+	c.exec(t, `DROP TABLE sexes`)
+	l, err = client(hs, alice).Tables(ctx)
+	if err != nil || strings.Contains(l.Example, "GROUP BY") || len(l.Public) != 1 {
+		t.Fatalf("after DROP TABLE sexes: %+v, %v", l, err)
+	}
+	if _, err := client(hs, alice).Query(ctx, l.Example); err != nil {
+		t.Errorf("the example %q without the key table: %v", l.Example, err)
+	}
+
 	// A database that protects another table: the example is on it.
 	d := newClinic(t, 50, map[string]float64{"a": 1})
 	d.exec(t, `SELECT dp_unprotect('patients')`)
