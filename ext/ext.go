@@ -50,6 +50,7 @@ func (Driver) Open(dsn string) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	dsn = withBatchVFS(dsn)
 	d := &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
 		api, h, err := handleOf(c)
 		if err != nil {
@@ -105,8 +106,8 @@ var checkpointStarted func()
 type conn struct{ *sqlite3.SQLiteConn }
 
 func (c *conn) Close() error {
-	ferr := forget(c.SQLiteConn) // closes the ledger's connection, if this was the last to the file
 	checkpointBeforeClose(c.SQLiteConn)
+	ferr := forget(c.SQLiteConn) // closes the ledger's connection, if this was the last to the file
 	if err := c.SQLiteConn.Close(); err != nil {
 		return err
 	}

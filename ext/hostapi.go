@@ -1,11 +1,14 @@
 package ext
 
 import (
+	"database/sql"
+	"strings"
 	"sync"
 	"unsafe"
 
 	"github.com/dpsql/dpsql/internal/sqlite"
 	"github.com/dpsql/dpsql/internal/sqlite/linked"
+	"github.com/dpsql/dpsql/ledger"
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
@@ -56,4 +59,78 @@ func libVersion() int {
 		return sqlite.TableVersion(api)
 	}
 	return 0
+}
+
+func init() { ledger.SetOpener(openLedger) }
+
+// ledgers holds the ledger connection pools openLedger opened, by file
+// (path -> *sql.DB), for checkpointBeforeClose; a pool the ledger has closed
+// since fails its Exec and is dropped.
+var ledgers sync.Map
+
+// openLedger opens a ledger's connection as ledger.DefaultOpener does, with
+// go-sqlite3 and ledger.LedgerDSN (synchronous FULL), through package
+// sqlite's batch VFS, which gathers the connection's appends to the -wal
+// file (a release's rows) into large writes and reads the -wal file ahead
+// at a checkpoint; through the default VFS if it cannot be registered.
+func openLedger(path string) (*sql.DB, error) {
+	if registerBatchVFS() != nil {
+		return ledger.DefaultOpener(path)
+	}
+	db, err := sql.Open(ledger.LedgerDriver, ledger.LedgerDSN(path)+"&vfs="+sqlite.BatchVFS)
+	if err == nil {
+		ledgers.Store(path, db)
+	}
+	return db, err
+}
+
+// withBatchVFS adds vfs=dpsql_batch to a DSN of a database file that names
+// no VFS of its own, when package sqlite's batch VFS registers: the
+// connection then reads ahead through a table whose pages lie in order, and
+// the -wal file through a checkpoint (in a file of 4 KiB pages, one read a
+// page each without it). The VFS passes every other operation on to the
+// default one.
+func withBatchVFS(dsn string) string {
+	if strings.Contains(dsn, "vfs=") || strings.Contains(dsn, ":memory:") || strings.Contains(dsn, "mode=memory") || dsn == "" {
+		return dsn
+	}
+	if registerBatchVFS() != nil {
+		return dsn
+	}
+	if strings.Contains(dsn, "?") {
+		return dsn + "&vfs=" + sqlite.BatchVFS
+	}
+	return dsn + "?vfs=" + sqlite.BatchVFS
+}
+
+// registerBatchVFS hands package sqlite the API table of the SQLite
+// go-sqlite3 links and registers the batch VFS over its default VFS.
+func registerBatchVFS() error {
+	api, err := SQLiteAPI()
+	if err == nil {
+		err = sqlite.SetAPI(api)
+	}
+	if err == nil {
+		err = sqlite.RegisterBatchVFS()
+	}
+	return err
+}
+
+// ledgerDB is the open ledger pool of the file at path that openLedger
+// opened, or nil.
+func ledgerDB(path string) *sql.DB {
+	if v, ok := ledgers.Load(path); ok {
+		return v.(*sql.DB)
+	}
+	return nil
+}
+
+// checkpointThrough runs a passive checkpoint through db, the ledger pool
+// of the file at path; a closed pool is forgotten.
+func checkpointThrough(path string, db *sql.DB) error {
+	_, err := db.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+	if err != nil && strings.Contains(err.Error(), "database is closed") {
+		ledgers.CompareAndDelete(path, db)
+	}
+	return err
 }

@@ -124,6 +124,54 @@ func childReleaseAndClose(path string) {
 	os.Exit(0)
 }
 
+// trainTable makes table train(features, label) of n rows of 256 floats in
+// two classes.
+func trainTable(t *testing.T, db *sql.DB, n int) {
+	t.Helper()
+	if _, err := db.Exec(`CREATE TABLE train(features BLOB, label INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float32, 256)
+	for i := range n {
+		for j := range x {
+			x[j] = float32((i*7+j)%13) / 13
+		}
+		if _, err := db.Exec(`INSERT INTO train VALUES (?, ?)`, vector.Encode(x), i%2); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkFile fails t unless the file at path, read as an auditor would
+// (go-sqlite3, the default VFS), holds wantCharges charges and the release
+// table rel when wantRelease, its ledger verifies and it passes
+// integrity_check.
+func checkFile(t *testing.T, path string, wantCharges int, wantRelease bool) {
+	t.Helper()
+	plain, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	var n, tables int
+	if err := plain.QueryRow(`SELECT count(*) FROM dp_ledger WHERE kind = 'charge'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name = 'rel'`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if n != wantCharges || (tables == 1) != wantRelease {
+		t.Errorf("the file holds %d charges and %d release tables; want %d and %v", n, tables, wantCharges, wantRelease)
+	}
+	if _, err := ledger.Verify(context.Background(), plain); err != nil {
+		t.Errorf("the ledger does not verify: %v", err)
+	}
+	var ok string
+	if err := plain.QueryRow(`PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+		t.Errorf("integrity_check: %q, %v", ok, err)
+	}
+}
+
 func child(t *testing.T, role, path string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "DPSQL_TEST_CHILD="+role, "DPSQL_TEST_DB="+path)
@@ -197,18 +245,7 @@ func TestReleaseKilledMidWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE train(features BLOB, label INTEGER)`); err != nil {
-		t.Fatal(err)
-	}
-	x := make([]float32, 256) // 12000 rows of 1 KB: a 12 MB release
-	for i := range 12000 {
-		for j := range x {
-			x[j] = float32((i*7+j)%13) / 13
-		}
-		if _, err := db.Exec(`INSERT INTO train VALUES (?, ?)`, vector.Encode(x), i%2); err != nil {
-			t.Fatal(err)
-		}
-	}
+	trainTable(t, db, 12000) // 12000 rows of 1 KB: a 12 MB release
 	cmd := child(t, "release-and-hang", path)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -226,32 +263,7 @@ func TestReleaseKilledMidWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	check := func(wantCharges int, wantRelease bool) {
-		t.Helper()
-		plain, err := sql.Open("sqlite3", path) // as an auditor would
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer plain.Close()
-		var n, tables int
-		if err := plain.QueryRow(`SELECT count(*) FROM dp_ledger WHERE kind = 'charge'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if err := plain.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name = 'rel'`).Scan(&tables); err != nil {
-			t.Fatal(err)
-		}
-		if n != wantCharges || (tables == 1) != wantRelease {
-			t.Errorf("the file holds %d charges and %d release tables; want %d and %v", n, tables, wantCharges, wantRelease)
-		}
-		if _, err := ledger.Verify(context.Background(), plain); err != nil {
-			t.Errorf("the ledger does not verify: %v", err)
-		}
-		var ok string
-		if err := plain.QueryRow(`PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
-			t.Errorf("integrity_check: %q, %v", ok, err)
-		}
-	}
-	check(0, false)
+	checkFile(t, path, 0, false)
 	var res string
 	if err := db.QueryRow(`SELECT dp_avgmix(features, label, json_object('n', 12000, 'classes', 2, 'into', 'rel', 'mu', 1.0, 'm', 16)) FROM train`).Scan(&res); err != nil {
 		t.Fatal(err)
@@ -260,7 +272,7 @@ func TestReleaseKilledMidWrite(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM rel`).Scan(&rows); err != nil || rows != 12000 {
 		t.Fatalf("the release after the crash has %d rows (%v), want 12000", rows, err)
 	}
-	check(1, true)
+	checkFile(t, path, 1, true)
 }
 
 // Eight processes spending mu = 0.1 each at once stop exactly at a budget of

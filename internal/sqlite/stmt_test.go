@@ -31,7 +31,7 @@ func open(t *testing.T) sqlite.Conn {
 	return c
 }
 
-func exec(t *testing.T, c sqlite.Conn, query string, args ...driver.Value) {
+func run(t *testing.T, c sqlite.Conn, query string, args ...driver.Value) {
 	t.Helper()
 	if err := c.Query(query, args, func([]driver.Value) error { return nil }); err != nil {
 		t.Fatalf("%s: %v", query, err)
@@ -43,10 +43,10 @@ func exec(t *testing.T, c sqlite.Conn, query string, args ...driver.Value) {
 // SQLite's message alone, unwrapping to the *Error with its code.
 func TestQuery(t *testing.T) {
 	c := open(t)
-	exec(t, c, `CREATE TABLE v(i INTEGER PRIMARY KEY, x)`)
+	run(t, c, `CREATE TABLE v(i INTEGER PRIMARY KEY, x)`)
 	in := []driver.Value{nil, int64(-7), 1.5, "héllo\x00", []byte{0, 1, 255}, []byte{}, true}
 	for i, v := range in {
-		exec(t, c, `INSERT INTO v VALUES (?, ?)`, int64(i), v)
+		run(t, c, `INSERT INTO v VALUES (?, ?)`, int64(i), v)
 	}
 	want := []driver.Value{nil, int64(-7), 1.5, "héllo\x00", []byte{0, 1, 255}, []byte{}, int64(1)}
 	var got []driver.Value
