@@ -316,7 +316,20 @@ func (c *conn) prepareNext(query string) (s *sqlite.Stmt, rest string, err error
 	return s, rest, err
 }
 
-// PrepareContext prepares one statement.
+// prepareFirst prepares the first statement of query, which must have one,
+// on an open connection; rest is the text after it.
+func (c *conn) prepareFirst(query string) (s *sqlite.Stmt, rest string, err error) {
+	if !c.db.Valid() {
+		return nil, "", driver.ErrBadConn
+	}
+	s, rest, err = c.prepareNext(query)
+	if err == nil && s == nil {
+		err = fmt.Errorf("hostsql: no statement in %q", query)
+	}
+	return s, rest, err
+}
+
+// Prepare prepares one statement.
 func (c *conn) Prepare(query string) (driver.Stmt, error) {
 	return c.PrepareContext(context.Background(), query)
 }
@@ -324,15 +337,9 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 // PrepareContext prepares one statement; text after it other than blanks,
 // comments and semicolons is an error.
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	if !c.db.Valid() {
-		return nil, driver.ErrBadConn
-	}
-	s, rest, err := c.prepareNext(query)
+	s, rest, err := c.prepareFirst(query)
 	if err != nil {
 		return nil, err
-	}
-	if s == nil {
-		return nil, fmt.Errorf("hostsql: no statement in %q", query)
 	}
 	if more, _, err := c.prepareNext(rest); more != nil || err != nil {
 		s.Finalize()
@@ -381,15 +388,9 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 // QueryContext runs every statement of query but the last, each taking its
 // share of args, and returns the rows of the last.
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if !c.db.Valid() {
-		return nil, driver.ErrBadConn
-	}
-	s, rest, err := c.prepareNext(query)
+	s, rest, err := c.prepareFirst(query)
 	if err != nil {
 		return nil, err
-	}
-	if s == nil {
-		return nil, fmt.Errorf("hostsql: no statement in %q", query)
 	}
 	for {
 		st := &stmt{c: c, s: s}
