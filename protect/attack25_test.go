@@ -405,3 +405,32 @@ func TestAttack25GroupByColumnAlias(t *testing.T) {
 		t.Errorf("g AS x ... GROUP BY x grouped by the alias, not by the column x")
 	}
 }
+
+// HAVING reads text as SQLite does: its leading decimal number ('12abc' is
+// 12, 'inf', 'nan' and '0x10' are 0, '1e999' is infinite), in time linear in
+// its length (a released key of a megabyte took minutes, trying every
+// prefix). Outcome: wrong answers on released keys, and a statement that
+// spins after its charge: fixed.
+func TestAttack25HavingTextAsNumber(t *testing.T) {
+	h := havingFor(t, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) g, COUNT(*) AS n FROM t GROUP BY g HAVING g + 0 > 5`)
+	for _, tc := range []struct {
+		key  any
+		keep bool
+	}{
+		{"12abc", true}, {"  7", true}, {"inf", false}, {"infinity", false}, {"nan", false}, {"0x10", false},
+		{"1_000", false}, {"1e999", true}, {"-1e999", false}, {".6e1", true}, {"6.", true}, {"+6", true},
+		{[]byte("9"), true}, {"", false}, {"99999999999999999999", true},
+	} {
+		if got := h.keep([]any{tc.key, int64(1)}); got != tc.keep {
+			t.Errorf("HAVING g + 0 > 5 with g = %q: kept %v, want %v", tc.key, got, tc.keep)
+		}
+	}
+	long := strings.Repeat("7", 1<<20)
+	t0 := time.Now()
+	if !h.keep([]any{long, int64(1)}) {
+		t.Errorf("a megabyte of 7s is not > 5")
+	}
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("HAVING over a key of a megabyte took %v", d)
+	}
+}

@@ -3,6 +3,7 @@ package protect
 import (
 	"encoding/hex"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -157,7 +158,8 @@ func sqlValue(v any) any {
 const sqliteTime = "2006-01-02 15:04:05.999999999-07:00"
 
 // numeric converts v to a number as SQLite's arithmetic does (text and
-// blobs by their leading number, else 0); ok false for NULL.
+// blobs by their leading decimal number, else 0); ok false for NULL. Linear
+// in the text's length: a released key may be long.
 func numeric(v any) (any, bool) {
 	switch x := v.(type) {
 	case nil:
@@ -167,17 +169,22 @@ func numeric(v any) (any, bool) {
 	case []byte:
 		v = string(x)
 	}
-	s := strings.TrimSpace(v.(string))
-	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return i, true
-	}
-	for n := len(s); n > 0; n-- {
-		if f, err := strconv.ParseFloat(s[:n], 64); err == nil {
-			return f, true
+	s, _ := v.(string)
+	m := leadingNumber.FindString(strings.TrimLeft(s, " \t\n\v\f\r"))
+	if !strings.ContainsAny(m, ".eE") {
+		if i, err := strconv.ParseInt(m, 10, 64); err == nil {
+			return i, true
 		}
+	}
+	if f, err := strconv.ParseFloat(m, 64); err == nil || math.IsInf(f, 0) {
+		return f, true
 	}
 	return int64(0), true
 }
+
+// leadingNumber is the decimal number SQLite reads at the start of a text
+// (no hexadecimal, no "inf" or "nan", no digit separators).
+var leadingNumber = regexp.MustCompile(`^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?`)
 
 // eval evaluates e over a released row (SQLite's semantics for the
 // operators HAVING takes).
