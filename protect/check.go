@@ -259,6 +259,9 @@ func (c *checker) column(name, clause string) (string, error) {
 // Joins, when the grammar admits them, are checked here: which tables, on
 // which condition, and that the privacy unit survives them.
 func (c *checker) from() error {
+	if err := c.inlineSources(); err != nil { // CTEs and subqueries in FROM (sources.go)
+		return err
+	}
 	var table string
 	for t := range c.policies {
 		if strings.EqualFold(t, c.st.Table) {

@@ -135,8 +135,9 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 		return nil, err
 	}
 	var cols map[string]string
+	base := st.BaseTable() // under the CTEs it names (sources.go)
 	for t := range policies {
-		if strings.EqualFold(t, st.Table) {
+		if strings.EqualFold(t, base) {
 			if cols, err = tableColumns(ctx, conn, t); err != nil {
 				return nil, err
 			}

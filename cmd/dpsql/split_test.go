@@ -29,6 +29,10 @@ func TestSplitSQL(t *testing.T) {
 		{"CREATE TABLE end_(x); SELECT end_ FROM t;", []string{"CREATE TABLE end_(x);", "SELECT end_ FROM t;"}, ""},
 		{"EXPLAIN CREATE TRIGGER t AFTER INSERT ON a BEGIN SELECT 1; END;", []string{"EXPLAIN CREATE TRIGGER t AFTER INSERT ON a BEGIN SELECT 1; END;"}, ""},
 		{"SELECT dp_gaussian(count(*), 1, 0.5) FROM t;", []string{"SELECT dp_gaussian(count(*), 1, 0.5) FROM t;"}, ""},
+		// A DP statement after its CTEs is one statement (issue 25).
+		{"WITH a AS (SELECT pid FROM p WHERE x <> ';') SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) FROM a; SELECT 2;",
+			[]string{"WITH a AS (SELECT pid FROM p WHERE x <> ';') SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) FROM a;",
+				"SELECT 2;"}, ""},
 	} {
 		stmts, rest := splitSQL(tc.in)
 		if !reflect.DeepEqual(stmts, tc.stmts) || rest != tc.rest {

@@ -1,9 +1,10 @@
 // Package dpselect parses the one SELECT form analysts may run over a
 // protected table, BigQuery's differential-privacy syntax:
 //
-//	[EXPLAIN] SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (name = number | 'string', ...)
+//	[EXPLAIN] [WITH name AS (SELECT col [AS name] | *, ... FROM table | cte [WHERE expr]), ...]
+//	SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (name = number | 'string', ...)
 //	       item, ...
-//	FROM table
+//	FROM table | cte | (SELECT ... FROM table | cte [WHERE expr]) [AS] name
 //	[WHERE expr]
 //	[GROUP BY key, ...]
 //	[HAVING condition on outputs]
@@ -50,9 +51,54 @@ type Statement struct {
 	// another expression (a computed key).
 	GroupBy []Expr
 	// Having is the HAVING condition, over output names; nil if absent.
-	Having  Expr
+	Having Expr
+	// With are the CTEs (WITH name AS (SELECT ...)) and, last, a subquery
+	// in FROM (named by its alias); Table may name one of them.
+	With    []CTE
 	OrderBy []OrderTerm
 	Limit   int64 // -1 if absent
+}
+
+// CTE is one WITH name AS (SELECT ...), or a subquery in FROM.
+type CTE struct {
+	Name string
+	Body *SubSelect
+}
+
+// SubSelect is the SELECT of a CTE or subquery: columns of one table or
+// earlier CTE, filtered by WHERE.
+type SubSelect struct {
+	Items []SubItem
+	Table string
+	Where Expr // nil if absent
+	pos   int
+}
+
+// SubItem is one column of a SubSelect: *, a column, or an expression,
+// with its alias.
+type SubItem struct {
+	Star   bool
+	Column string
+	Expr   Expr
+	Alias  string
+}
+
+// BaseTable returns the table the statement reads: its FROM table, or the
+// table under the CTEs it names.
+func (st *Statement) BaseTable() string {
+	name, upto := st.Table, len(st.With)
+	for {
+		found := false
+		for i := upto - 1; i >= 0; i-- {
+			if strings.EqualFold(st.With[i].Name, name) {
+				name, upto, found = st.With[i].Body.Table, i, true
+				break
+			}
+		}
+		if !found {
+			return name
+		}
+	}
 }
 
 // Option is one OPTIONS entry: a lower-case name and a number, or a string

@@ -22,6 +22,74 @@ const MaxLikePattern = 1000
 // maxDepth bounds expression nesting (the parser recurses).
 const maxDepth = 100
 
+// joinRefusal says why joins are refused, and what to write instead.
+const joinRefusal = "joins are not accepted yet: a DP SELECT reads one protected table, directly or through " +
+	"CTEs and subqueries that filter it and select its columns (a join could repeat a person's rows or mix " +
+	"privacy units); to bring in a public table's values, filter with WHERE col IN (...) literals"
+
+// dpStart reports whether toks (after EXPLAIN) start a DP statement: SELECT
+// WITH DIFFERENTIAL_PRIVACY, possibly after WITH name AS (...), ... (CTEs,
+// not RECURSIVE).
+func dpStart(toks []token) bool {
+	i := 0
+	if len(toks) > 0 && toks[0].is("WITH") {
+		i = skipWith(toks)
+		if i < 0 {
+			return false
+		}
+	}
+	return len(toks) >= i+3 && toks[i].is("SELECT") && toks[i+1].is("WITH") && toks[i+2].is("DIFFERENTIAL_PRIVACY")
+}
+
+// skipWith returns the index of the token after a WITH clause at toks[0]
+// (name [(...)] AS [[NOT] MATERIALIZED] (...), ...), or -1 if it is not one
+// (WITH RECURSIVE included).
+func skipWith(toks []token) int {
+	i := 1
+	skipParens := func() bool { // at "(": skip to after its ")"
+		depth := 0
+		for ; i < len(toks) && toks[i].kind != tEOF; i++ {
+			switch {
+			case toks[i].op("("):
+				depth++
+			case toks[i].op(")"):
+				depth--
+				if depth == 0 {
+					i++
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for {
+		if i >= len(toks) || toks[i].kind != tIdent || toks[i].is("RECURSIVE") {
+			return -1
+		}
+		i++
+		if toks[i].op("(") && !skipParens() {
+			return -1
+		}
+		if !toks[i].is("AS") {
+			return -1
+		}
+		i++
+		if toks[i].is("NOT") {
+			i++
+		}
+		if toks[i].is("MATERIALIZED") {
+			i++
+		}
+		if !toks[i].op("(") || !skipParens() {
+			return -1
+		}
+		if !toks[i].op(",") {
+			return i
+		}
+		i++
+	}
+}
+
 // IsDP reports whether src is protected mode's to run: it starts (after
 // white space and comments) with SELECT WITH DIFFERENTIAL_PRIVACY, or EXPLAIN
 // SELECT WITH DIFFERENTIAL_PRIVACY (its plan, which reads and charges
@@ -41,7 +109,7 @@ func IsDP(src string) bool {
 	if len(toks) > 0 && toks[0].is("EXPLAIN") {
 		toks = toks[1:]
 	}
-	return len(toks) >= 3 && toks[0].is("SELECT") && toks[1].is("WITH") && toks[2].is("DIFFERENTIAL_PRIVACY")
+	return dpStart(toks)
 }
 
 func (t token) is(kw string) bool {
@@ -153,10 +221,18 @@ func Parse(src string) (*Statement, error) {
 	}
 	p := &parser{toks: toks}
 	explain := p.kw("EXPLAIN")
-	if !(p.kw("SELECT") && p.kw("WITH") && p.kw("DIFFERENTIAL_PRIVACY")) {
+	if !dpStart(toks[p.i:]) {
 		return nil, ErrNotDP
 	}
 	st := &Statement{Limit: -1, Explain: explain}
+	if p.peek().is("WITH") {
+		if err := p.with(st); err != nil {
+			return nil, err
+		}
+	}
+	if !(p.kw("SELECT") && p.kw("WITH") && p.kw("DIFFERENTIAL_PRIVACY")) {
+		return nil, ErrNotDP
+	}
 	if err := p.options(st); err != nil {
 		return nil, err
 	}
@@ -173,14 +249,38 @@ func Parse(src string) (*Statement, error) {
 	if err := p.expectKw("FROM"); err != nil {
 		return nil, err
 	}
-	if st.Table, err = p.ident("a table name"); err != nil {
+	if p.peek().op("(") {
+		// A subquery in FROM: an anonymous CTE, named by its alias.
+		p.next()
+		sub, err := p.subSelect()
+		if err != nil {
+			return nil, err
+		}
+		if err := p.expectOp(")"); err != nil {
+			return nil, err
+		}
+		p.kw("AS")
+		name := "(subquery)"
+		if t := p.peek(); t.kind == tIdent && (t.quoted || !reserved[strings.ToUpper(t.text)]) {
+			name = t.text
+			p.next()
+		}
+		for _, c := range st.With {
+			if strings.EqualFold(c.Name, name) {
+				return nil, p.errf("the subquery's alias %s is a CTE's name: choose another", name)
+			}
+		}
+		st.With = append(st.With, CTE{Name: name, Body: sub})
+		st.Table = name
+	} else if st.Table, err = p.ident("a table name"); err != nil {
 		return nil, err
 	}
 	if p.peek().op(".") {
 		return nil, p.errf("schema-qualified tables are not accepted; name the protected table alone")
 	}
-	if t := p.peek(); t.op(",") || t.is("JOIN") || t.is("LEFT") || t.is("INNER") || t.is("CROSS") || t.is("NATURAL") {
-		return nil, p.errf("joins are not accepted: a DP SELECT reads one protected table")
+	if t := p.peek(); t.op(",") || t.is("JOIN") || t.is("LEFT") || t.is("INNER") || t.is("CROSS") || t.is("NATURAL") ||
+		t.is("RIGHT") || t.is("FULL") {
+		return nil, p.errf(joinRefusal)
 	}
 	if t := p.peek(); t.kind == tIdent && !reserved[strings.ToUpper(t.text)] || t.is("AS") {
 		return nil, p.errf("table aliases are not accepted")
@@ -848,6 +948,148 @@ func (p *parser) call(name token) (Expr, error) {
 		return nil, p.errf("window functions are not accepted")
 	}
 	return c, nil
+}
+
+// with reads WITH name AS (SELECT ...), ...: CTEs that filter a protected
+// table (or an earlier CTE) and select its columns.
+func (p *parser) with(st *Statement) error {
+	p.next() // WITH
+	for {
+		name, err := p.ident("a CTE name")
+		if err != nil {
+			return err
+		}
+		for _, c := range st.With {
+			if strings.EqualFold(c.Name, name) {
+				return p.errf("two CTEs are named %s", name)
+			}
+		}
+		if p.peek().op("(") {
+			return p.errf("a column list after a CTE's name is not accepted: name the columns in its SELECT list (col AS name)")
+		}
+		if err := p.expectKw("AS"); err != nil {
+			return err
+		}
+		p.kw("NOT")
+		p.kw("MATERIALIZED")
+		if err := p.expectOp("("); err != nil {
+			return err
+		}
+		sub, err := p.subSelect()
+		if err != nil {
+			return err
+		}
+		if err := p.expectOp(")"); err != nil {
+			return err
+		}
+		if strings.EqualFold(sub.Table, name) {
+			return &SyntaxError{Pos: sub.pos, Msg: fmt.Sprintf("CTE %s reads itself (a recursive CTE): not accepted", name)}
+		}
+		st.With = append(st.With, CTE{Name: name, Body: sub})
+		if !p.isOp(",") {
+			return nil
+		}
+	}
+}
+
+// subSelect reads the SELECT of a CTE or of a subquery in FROM: columns
+// (col [AS name], *), FROM one table or earlier CTE, and WHERE. What would
+// aggregate, join, order or limit rows is refused: the statement's one DP
+// aggregation is the outer SELECT's.
+func (p *parser) subSelect() (*SubSelect, error) {
+	sub := &SubSelect{pos: p.peek().pos}
+	if err := p.expectKw("SELECT"); err != nil {
+		return nil, err
+	}
+	if p.peek().is("WITH") && p.toks[p.i+1].is("DIFFERENTIAL_PRIVACY") {
+		return nil, p.errf("a DP SELECT inside a CTE or subquery is not accepted: the DP aggregation is the outer statement's")
+	}
+	if p.peek().is("DISTINCT") {
+		return nil, p.errf("DISTINCT in a CTE or subquery is not accepted (it would merge persons' rows)")
+	}
+	p.kw("ALL")
+	outer := p.quals
+	p.quals = nil
+	defer func() { p.quals = outer }()
+	for {
+		var it SubItem
+		t := p.peek()
+		switch {
+		case t.op("*"):
+			p.next()
+			it.Star = true
+		case t.kind == tIdent && p.toks[p.i+1].op(".") && p.toks[p.i+2].op("*"):
+			p.quals = append(p.quals, t.text)
+			p.i += 3
+			it.Star = true
+		default:
+			x, err := p.expr()
+			if err != nil {
+				return nil, err
+			}
+			if c, ok := x.(*Col); ok {
+				it.Column = c.Name
+			} else {
+				it.Expr = x
+			}
+			if p.kw("AS") {
+				a, err := p.ident("an alias")
+				if err != nil {
+					return nil, err
+				}
+				it.Alias = a
+			} else if t := p.peek(); t.kind == tIdent && (t.quoted || !reserved[strings.ToUpper(t.text)]) {
+				it.Alias = t.text
+				p.i++
+			}
+		}
+		sub.Items = append(sub.Items, it)
+		if !p.isOp(",") {
+			break
+		}
+	}
+	if err := p.expectKw("FROM"); err != nil {
+		return nil, err
+	}
+	if p.peek().op("(") {
+		return nil, p.errf("a subquery inside a CTE or subquery is not accepted: write it as an earlier CTE")
+	}
+	var err error
+	if sub.Table, err = p.ident("a table or CTE name"); err != nil {
+		return nil, err
+	}
+	if p.peek().op(".") {
+		return nil, p.errf("schema-qualified tables are not accepted; name the protected table alone")
+	}
+	alias := ""
+	if p.kw("AS") {
+		if alias, err = p.ident("a table alias"); err != nil {
+			return nil, err
+		}
+	} else if t := p.peek(); t.kind == tIdent && (t.quoted || !reserved[strings.ToUpper(t.text)]) {
+		alias = t.text
+		p.i++
+	}
+	if t := p.peek(); t.op(",") || t.is("JOIN") || t.is("LEFT") || t.is("INNER") || t.is("CROSS") || t.is("NATURAL") ||
+		t.is("RIGHT") || t.is("FULL") {
+		return nil, p.errf(joinRefusal)
+	}
+	if p.kw("WHERE") {
+		if sub.Where, err = p.expr(); err != nil {
+			return nil, err
+		}
+	}
+	if t := p.peek(); t.is("GROUP") || t.is("HAVING") || t.is("ORDER") || t.is("LIMIT") || t.is("WINDOW") ||
+		t.is("UNION") || t.is("INTERSECT") || t.is("EXCEPT") {
+		return nil, p.errf("%s in a CTE or subquery is not accepted: a CTE filters rows (WHERE) and selects columns; "+
+			"grouping, ordering and limits belong to the DP SELECT", strings.ToUpper(t.text))
+	}
+	for _, q := range p.quals {
+		if !strings.EqualFold(q, sub.Table) && !strings.EqualFold(q, alias) {
+			return nil, &SyntaxError{Pos: sub.pos, Msg: fmt.Sprintf("column qualifier %q is not the subquery's FROM table %q", q, sub.Table)}
+		}
+	}
+	return sub, nil
 }
 
 // aggRef reads an aggregate written in HAVING (after its name): COUNT(*)
