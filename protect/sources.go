@@ -38,14 +38,21 @@ func (c *checker) inlineSources() error {
 	if len(st.With) == 0 {
 		return nil
 	}
-	outer := st.Table
+	outer, base := st.Table, st.BaseTable()
+	if strings.EqualFold(outer, base) {
+		return nil // the CTEs are not read: the statement reads the table itself
+	}
+	protected := false
+	for t := range c.policies {
+		protected = protected || strings.EqualFold(t, base)
+	}
+	if !protected {
+		st.Table = base // the FROM step refuses it, naming the table
+		return nil
+	}
 	src, err := c.resolveSource(outer, len(st.With))
 	if err != nil {
 		return err
-	}
-	base := st.BaseTable()
-	if strings.EqualFold(outer, base) {
-		return nil // the CTEs are not read: the statement reads the table itself
 	}
 	if err := c.unitPassesThrough(outer, base, src); err != nil {
 		return err
