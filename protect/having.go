@@ -362,18 +362,25 @@ func arith(op string, a, b any) any {
 		}
 	}
 	f, g := toFloat(x), toFloat(y)
+	var r float64
 	switch op {
 	case "+":
-		return f + g
+		r = f + g
 	case "-":
-		return f - g
+		r = f - g
 	case "*":
-		return f * g
+		r = f * g
 	case "/":
 		if g == 0 {
 			return nil
 		}
-		return f / g
+		r = f / g
+	}
+	switch {
+	case math.IsNaN(r): // SQLite's arithmetic gives NULL for NaN (Inf - Inf, 0 * Inf)
+		return nil
+	case op != "%":
+		return r
 	}
 	// % on reals: SQLite takes the integer parts.
 	ii, jj := int64(f), int64(g)
