@@ -76,6 +76,19 @@ func NewBudget(scope string, mu, epsilon, delta float64) (Budget, error) {
 	return b, nil
 }
 
+// Shown returns the mu a scope that spent muSpent shows as spent: muSpent,
+// or the budget's mu when it exceeds it by no more than the decision's
+// allowance for round-off in sums of squares. A budget of 1 spent by exactly
+// 100 charges of 0.1 shows 1 of 1, not 1.0000000000000002: the sum of the
+// squares of the doubles nearest 0.1 rounds to 1.0000000000000007, whose
+// square root the decision accepts as the budget.
+func (b Budget) Shown(muSpent float64) float64 {
+	if muSpent > b.Mu && muSpent*muSpent <= b.Mu*b.Mu*(1+tolerance) {
+		return b.Mu
+	}
+	return muSpent
+}
+
 // Validate reports an error unless b is a budget a scope can have: a name,
 // a positive finite mu, a delta strictly between 0 and 1 and a known
 // neighbour relation.

@@ -318,6 +318,7 @@ func Decide(b Budget, prior Spend, m mechanism.Mechanism, tv float64) (Checked, 
 	if c.Comp, err = prior.Comp.Add(m); err != nil {
 		return Checked{}, fmt.Errorf("budget check of scope %q cannot be computed, refusing: %w", b.Scope, err)
 	}
+	c.MuAfter = b.Shown(c.MuAfter)
 	c.MuRemaining = math.Sqrt(math.Max(b.Mu*b.Mu-c.MuAfter*c.MuAfter, 0))
 	if math.IsInf(b.Mu, 1) {
 		c.MuRemaining = math.Inf(1)

@@ -66,3 +66,27 @@ func TestRefusalMessages(t *testing.T) {
 		})
 	}
 }
+
+// Exactly 100 charges of 0.1 spend a budget of 1: the last is accepted and
+// the scope shows 1 of 1 spent, not 1.0000000000000002 (issue 23, part 2).
+func TestHundredTenthsSpendOne(t *testing.T) {
+	b := Budget{Scope: "default", Mu: 1, Delta: 1e-5}
+	var s Spend
+	var last Checked
+	for i := range 100 {
+		c, err := Decide(b, s, mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.1}, 0)
+		if err != nil {
+			t.Fatalf("charge %d: %v", i+1, err)
+		}
+		s, last = s.With(c), c
+	}
+	if last.MuAfter != 1 || last.MuRemaining != 0 {
+		t.Errorf("after 100 charges of 0.1: spent %v, remaining %v; want 1 and 0", last.MuAfter, last.MuRemaining)
+	}
+	if _, err := Decide(b, s, mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.01}, 0); !IsBudgetExceeded(err) {
+		t.Errorf("a 101st charge: %v", err)
+	}
+	if r, err := Room(t.Context(), b, s, 0); err != nil || r != 0 {
+		t.Errorf("room after: %v, %v", r, err)
+	}
+}

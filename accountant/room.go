@@ -158,34 +158,34 @@ func roomMixed(ctx context.Context, b Budget, prior Spend, tv, hi float64) (floa
 		return 0, err
 	}
 	tvTot := (prior.NoiseTV + tv) * (1 + 4*rigULP)
-	eps := b.epsilonBudget()*(1-1e-9) - 1e-11
-	if capEps := SamplerCap(b.Delta, tvTot) - 1; capEps < eps {
-		eps = capEps
-	}
-	if !(eps > 0) {
+	top := b.epsilonBudget()*(1-1e-9) - 1e-11
+	if !(top > 0) || !(SamplerCap(b.Delta, tvTot) > 0) {
 		return 0, nil
 	}
-	// The figure at eps of the coarse composition with a Gaussian of mu,
-	// relative to the delta left once the samplers are paid.
-	room := b.Delta - (1+math.Exp(eps))*tvTot
+	// The figure of the coarse composition with a Gaussian of mu: how far
+	// its best epsilon's delta, once the samplers are paid, lies from the
+	// budget's delta (relative).
+	var eps float64 // where the last evaluation found it
 	fig := func(mu float64) (bool, float64, error) {
 		if err := ctx.Err(); err != nil {
 			return false, 0, err
 		}
-		m := math.Sqrt((c.gsq+mu*mu)*(1+4*rigULP)) * (1 + 2*rigULP)
-		g, err := rigGaussianPLD(m, coarse.Interval(), roomBins)
+		f := coarse // nothing Gaussian to add
+		if m := math.Sqrt((c.gsq+mu*mu)*(1+4*rigULP)) * (1 + 2*rigULP); m > 0 {
+			g, err := rigGaussianPLD(m, coarse.Interval(), roomBins)
+			if err != nil {
+				return false, 0, err
+			}
+			if f, err = coarse.Compose(g); err != nil { // one FFT: read once, never extended
+				return false, 0, err
+			}
+		}
+		e, gap, err := roomBestEpsilon(f.Delta, b.Delta, tvTot, top)
 		if err != nil {
 			return false, 0, err
 		}
-		f, err := coarse.Compose(g) // one FFT: read once, never extended
-		if err != nil {
-			return false, 0, err
-		}
-		d, err := f.Delta(eps)
-		if err != nil {
-			return false, 0, err
-		}
-		x := d/room - 1
+		eps = e
+		x := gap / b.Delta
 		return x <= 0, x, nil
 	}
 	ok, fhi, err := fig(hi)
@@ -197,6 +197,11 @@ func roomMixed(ctx context.Context, b Budget, prior Spend, tv, hi float64) (floa
 		flo := -1.0
 		if r, err = falsePosition(ctx, 0, hi, flo, fhi, roomPrecision/4, fig); err != nil {
 			return r, err
+		}
+		if r > 0 {
+			if _, _, err := fig(r); err != nil { // the epsilon of r
+				return 0, err
+			}
 		}
 	}
 	// The scope's own composition has the last word: r fits when the
@@ -236,6 +241,47 @@ func roomConfirm(b Budget, prior Spend, tv, mu, eps float64) (bool, error) {
 	}
 	tvTot := prior.NoiseTV + tv
 	return d+(1+math.Exp(eps))*tvTot*(1+4*rigULP) <= b.Delta, nil
+}
+
+// roomBestEpsilon returns the epsilon in (0, top] where a composition of
+// hockey-stick curve delta, released by samplers within tv of their laws,
+// leaves the most of the budget's delta, and what it leaves there
+// (gap = delta(eps) + (1 + e^eps) tv - budget, <= 0 when the composition is
+// certified at eps or below). While the samplers' term is negligible at top
+// (its cap lies beyond), that is top itself: the curve decreases. Near the
+// cap the two terms trade off: h(eps) is convex in e^eps, so its minimum is
+// found by golden-section search.
+func roomBestEpsilon(delta func(float64) (float64, error), budget, tv, top float64) (float64, float64, error) {
+	h := func(e float64) (float64, error) {
+		d, err := delta(e)
+		return d + (1+math.Exp(e))*tv - budget, err
+	}
+	if cp := SamplerCap(budget, tv); top < cp-1 {
+		g, err := h(top)
+		return top, g, err
+	} else if cp < top {
+		top = cp
+	}
+	const phi = 0.6180339887498949
+	lo, hi := 0.0, top
+	for hi-lo > 1e-6*(1+hi) {
+		a, b := hi-phi*(hi-lo), lo+phi*(hi-lo)
+		ha, err := h(a)
+		if err != nil {
+			return 0, 0, err
+		}
+		hb, err := h(b)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ha <= hb {
+			hi = b
+		} else {
+			lo = a
+		}
+	}
+	g, err := h(hi)
+	return hi, g, err
 }
 
 // roomPrecision is the relative precision of Room on a mixed scope.
@@ -290,7 +336,10 @@ func roomUpper(b Budget, prior Spend, tv float64) float64 {
 		return 0
 	}
 	if prior.NonGaussian == 0 {
-		sq := math.Min(b.Mu*b.Mu*(1+tolerance), u*u) - prior.SumSq
+		// Without the decision's allowance for round-off: a scope spent
+		// exactly (100 charges of 0.1 of a budget of 1) has nothing left,
+		// and a fresh one has its budget, not a little more.
+		sq := math.Min(b.Mu*b.Mu, u*u) - prior.SumSq
 		return math.Sqrt(math.Max(sq, 0))
 	}
 	return u

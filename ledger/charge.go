@@ -109,7 +109,7 @@ func (l *Ledger) Decide(ctx context.Context, c Charge) (*Decision, error) {
 	if err != nil {
 		return d, nil // Commit decides inside its transaction
 	}
-	if err := d.decideAt(fs); err != nil {
+	if err := d.decideAt(ctx, fs); err != nil {
 		d.fs = nil
 	}
 	return d, nil
@@ -135,7 +135,7 @@ func (l *Ledger) Commit(ctx context.Context, d *Decision, release func(tx *sql.T
 
 // decideAt decides d's charge at the state fs (the scope's and the file's
 // total checks); on success d holds fs and the figures.
-func (d *Decision) decideAt(fs *fileState) error {
+func (d *Decision) decideAt(ctx context.Context, fs *fileState) error {
 	c := d.c
 	if c.Scope == accountant.FileScope {
 		return fmt.Errorf("scope %q is the whole file's total, not a scope to charge: charge one of its scopes", accountant.FileScope)
@@ -169,6 +169,16 @@ func (d *Decision) decideAt(fs *fileState) error {
 	if err != nil {
 		return err
 	}
+	// What the scope and the cap can still charge after it, as
+	// dp_scope_state records it (ownRoom), the one figure every surface
+	// shows: computed here, deterministically from the state after, so that
+	// Verify recomputes it exactly.
+	if st.MuRemaining, err = roomOf(ctx, sc.budget, sc.spend.With(st), roomTV); err != nil {
+		return fmt.Errorf("what scope %q can still charge cannot be computed: %w", c.Scope, err)
+	}
+	if tot.MuRemaining, err = roomOf(ctx, fs.total.budget, fs.total.spend.With(tot), roomTV); err != nil {
+		return fmt.Errorf("what the file's cap leaves cannot be computed: %w", err)
+	}
 	d.fs, d.st, d.tot = fs, st, tot
 	return nil
 }
@@ -192,7 +202,7 @@ func (l *Ledger) commit(ctx context.Context, d *Decision, release func(tx *sql.T
 		// Not decided, or decided at another head: decide here, under
 		// the write lock.
 		d.fs = nil
-		if err := d.decideAt(fs); err != nil {
+		if err := d.decideAt(ctx, fs); err != nil {
 			return Receipt{}, err
 		}
 	}
@@ -246,7 +256,13 @@ func (l *Ledger) commit(ctx context.Context, d *Decision, release func(tx *sql.T
 		return Receipt{}, fmt.Errorf("committing the charge: %w", err)
 	}
 	l.remember(next)
-	return Receipt{ID: row.ID, Scope: c.Scope, Mu: st.Mu, MuSpent: st.MuAfter, MuRemaining: st.MuRemaining,
+	// What can still be charged, as every surface shows it (gaussianRoom):
+	// from the rooms the decision computed.
+	room := st.MuRemaining
+	if next.capped {
+		room = jointRoom(next.scopes[c.Scope], c.Scope, room, tot.MuRemaining, roomTV)
+	}
+	return Receipt{ID: row.ID, Scope: c.Scope, Mu: st.Mu, MuSpent: st.MuAfter, MuRemaining: room,
 		Epsilon: st.Epsilon, Delta: st.Budget.Delta, Rigorous: st.Rigorous, Params: params}, nil
 }
 
@@ -315,9 +331,13 @@ func (l *Ledger) lockError(err error) error {
 
 // Remaining returns a scope's status without charging, computed by this
 // process from the chain (not read from dp_budget_status). Its MuRemaining
-// is the largest mu one more add/remove Gaussian call can spend: it passes
-// the scope's check (rigorous once the scope holds other entries, converted
-// in a replace-one scope) and the file's cap.
+// is what can still be charged, the one figure every surface shows
+// (dp_budget_status, a charge's receipt, dp_budget_remaining(), the
+// service): the largest mu one more add/remove Gaussian call (one scalar
+// value's sampler error included) can spend, passing the scope's check
+// (rigorous once the scope holds other entries, converted in a replace-one
+// scope, the samplers' error paid from delta) and the file's cap. It stops
+// when ctx is done, with ctx's error.
 func (l *Ledger) Remaining(ctx context.Context, scope string) (Status, error) {
 	fs, err := l.state(ctx, l.db)
 	if err != nil {
@@ -327,11 +347,16 @@ func (l *Ledger) Remaining(ctx context.Context, scope string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
+	// The room first, stopped by ctx (status then finds it memoised).
+	room, err := fs.gaussianRoom(ctx, scope, roomTV)
+	if err != nil {
+		return Status{}, err
+	}
 	st, err := sc.status(scope)
 	if err != nil {
 		return st, err
 	}
-	st.MuRemaining = fs.gaussianRoom(scope, 0)
+	st.MuRemaining = room
 	return st, nil
 }
 
@@ -351,7 +376,7 @@ func (l *Ledger) GaussianRoom(ctx context.Context, scope string, tv float64) (fl
 	if _, err := fs.scope(scope); err != nil {
 		return 0, err
 	}
-	return fs.gaussianRoom(scope, tv), nil
+	return fs.gaussianRoom(ctx, scope, tv)
 }
 
 // Queryer is what the ledger's readers need: a *sql.DB, *sql.Conn or *sql.Tx.

@@ -354,8 +354,38 @@ FROM dp_budget b LEFT JOIN dp_scope_state s ON s.scope = b.scope`
 )
 
 // olderStatusViews are the dp_budget_status views of earlier version-1
-// releases (without the file's total, then without the guarantee column).
+// releases (without the cap in mu_remaining, without the file's total,
+// without the guarantee column).
 var olderStatusViews = []string{
+	// Before mu_remaining took the file's cap into account (issue 23).
+	`CREATE VIEW dp_budget_status AS
+SELECT b.scope AS scope,
+       b.mu_budget AS mu_budget,
+       coalesce(s.mu_spent, 0) AS mu_spent,
+       coalesce(s.mu_remaining, b.mu_budget) AS mu_remaining,
+       coalesce(s.epsilon_spent, 0) AS epsilon_spent,
+       b.delta AS delta,
+       b.epsilon_budget AS epsilon_budget,
+       s.epsilon_rigorous AS epsilon_rigorous,
+       (SELECT count(*) FROM dp_ledger l WHERE l.scope = b.scope AND l.kind = 'charge') AS entries,
+       b.neighbours AS neighbours,
+       CASE WHEN s.epsilon_rigorous IS NULL THEN 'mu-GDP' ELSE '(epsilon, delta)' END AS guarantee
+FROM dp_budget b LEFT JOIN dp_scope_state s ON s.scope = b.scope
+WHERE b.scope <> '*'
+UNION ALL
+SELECT '*',
+       c.mu_budget,
+       coalesce(s.mu_spent, 0),
+       CASE WHEN c.scope IS NULL THEN NULL ELSE coalesce(s.mu_remaining, c.mu_budget) END,
+       coalesce(s.epsilon_spent, 0),
+       coalesce(c.delta, (SELECT min(delta) FROM dp_budget WHERE scope <> '*')),
+       c.epsilon_budget,
+       s.epsilon_rigorous,
+       (SELECT count(*) FROM dp_ledger WHERE kind = 'charge'),
+       coalesce(c.neighbours, CASE WHEN EXISTS (SELECT 1 FROM dp_budget WHERE scope <> '*' AND neighbours = 'replace_one') THEN 'replace_one' ELSE 'add_remove' END),
+       CASE WHEN s.epsilon_rigorous IS NULL THEN 'mu-GDP' ELSE '(epsilon, delta)' END
+FROM (SELECT 1) LEFT JOIN dp_budget c ON c.scope = '*' LEFT JOIN dp_scope_state s ON s.scope = '*'
+WHERE EXISTS (SELECT 1 FROM dp_budget WHERE scope <> '*')`,
 	`CREATE VIEW dp_budget_status AS
 SELECT b.scope AS scope,
        b.mu_budget AS mu_budget,

@@ -79,7 +79,9 @@ var triggersSQL = func() string {
 	return b.String()
 }()
 
-// statusViewSQL is dp_budget_status, derived for SQL readers; "entries"
+// statusViewSQL is dp_budget_status, derived for SQL readers; "mu_remaining"
+// is what the scope can still charge (dp_scope_state's figure, Room's, and no
+// more than the file's cap leaves); "entries"
 // counts charges only; "guarantee" is 'mu-GDP' while a scope holds only
 // Gaussian entries and '(epsilon, delta)' once it holds others: then its
 // guarantee is (epsilon_budget, delta), not a mu-GDP curve, and mu_budget is
@@ -91,7 +93,8 @@ const statusViewSQL = `CREATE VIEW IF NOT EXISTS dp_budget_status AS
 SELECT b.scope AS scope,
        b.mu_budget AS mu_budget,
        coalesce(s.mu_spent, 0) AS mu_spent,
-       coalesce(s.mu_remaining, b.mu_budget) AS mu_remaining,
+       min(coalesce(s.mu_remaining, b.mu_budget),
+           coalesce((SELECT coalesce(t.mu_remaining, c.mu_budget) FROM dp_budget c LEFT JOIN dp_scope_state t ON t.scope = c.scope WHERE c.scope = '*'), 1e308)) AS mu_remaining,
        coalesce(s.epsilon_spent, 0) AS epsilon_spent,
        b.delta AS delta,
        b.epsilon_budget AS epsilon_budget,

@@ -29,6 +29,10 @@ type scopeState struct {
 	entries int64       // charges
 	lastID  int64       // id of the last charge (0: none)
 	fig     *statusMemo // its status, once computed (nil: not yet)
+	// What it can still charge (ownRoom), once computed: guarded by
+	// roomMemoMu.
+	room   float64
+	roomOK bool
 }
 
 // statusMemo holds a scope state's status, computed once: what
@@ -66,67 +70,107 @@ type fileState struct {
 	// resumed from a checkpoint knows those after it): dp_budget's
 	// created_at must agree.
 	created map[string]string
-
-	roomMu sync.Mutex
-	room   map[string]float64 // gaussianRoom, memoised at this head
 }
 
-// gaussianRoom returns the largest mu one more add/remove Gaussian call
-// charged to scope, whose sampler is within tv in total variation of its
-// ideal law, can spend: the largest that passes the scope's and the file's
-// checks exactly as Charge makes them (FileScope: the file's only).
-func (f *fileState) gaussianRoom(scope string, tv float64) float64 {
-	key := fmt.Sprintf("%s\x00%g", scope, tv)
-	f.roomMu.Lock()
-	if r, ok := f.room[key]; ok {
-		f.roomMu.Unlock()
+// roomTV is the samplers' error of one more scalar dp_gaussian call (a
+// value drawn within 2^-125 of its law in total variation): what can still
+// be charged is the room of that call, on every surface.
+const roomTV = 0x1p-125
+
+// roomOf returns what a scope of budget b that spent s can still charge by
+// its own budget: the largest mu of one more add/remove Gaussian call (its
+// sampler within tv of its law) that accountant.Decide accepts
+// (accountant.Room; a replace-one scope counts the call twice, so half its
+// room; +Inf for the file's total without a cap).
+func roomOf(ctx context.Context, b accountant.Budget, s accountant.Spend, tv float64) (float64, error) {
+	r, err := accountant.Room(ctx, b, s, tv)
+	if b.Relation() == mechanism.ReplaceOne {
+		r /= 2 // an add/remove call of mu is 2 mu in a replace-one scope
+	}
+	return r, err
+}
+
+// roomMemoMu guards every scopeState's room memo (states share scope
+// states, and readers compute figures concurrently).
+var roomMemoMu sync.Mutex
+
+// ownRoom returns roomOf the scope's budget and spend at roomTV: the
+// mu_remaining dp_scope_state records for it. Memoised once computed (a
+// stopped computation is not).
+func (s *scopeState) ownRoom(ctx context.Context) (float64, error) {
+	roomMemoMu.Lock()
+	r, ok := s.room, s.roomOK
+	roomMemoMu.Unlock()
+	if ok {
+		return r, nil
+	}
+	r, err := roomOf(ctx, s.budget, s.spend, roomTV)
+	if err != nil {
+		return r, err
+	}
+	roomMemoMu.Lock()
+	s.room, s.roomOK = r, true
+	roomMemoMu.Unlock()
+	return r, nil
+}
+
+// jointRoom returns what can be charged to a scope whose own room is r
+// when the file's cap leaves t: the smaller, checked against the scope's
+// budget when it is the cap's (a Gaussian no larger than the scope's room
+// fits it; the check only guards against round-off).
+func jointRoom(sc *scopeState, name string, r, t float64, tv float64) float64 {
+	if !(t < r) {
 		return r
 	}
-	f.roomMu.Unlock()
+	r = t
+	for i := 0; i < 8 && r > 0; i++ {
+		a, err := accountant.InScope(name, sc.budget.Neighbours, mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: r})
+		if err == nil {
+			if _, err = accountant.Decide(sc.budget, sc.spend, a, tv); err == nil {
+				return r
+			}
+		}
+		r *= 1 - 1e-4
+	}
+	return 0
+}
+
+// gaussianRoom returns what scope can still charge: the largest mu one more
+// add/remove Gaussian call charged to it, whose sampler is within tv in total
+// variation of its ideal law, can spend, passing the scope's and the file's
+// checks exactly as Charge makes them (FileScope: the file's only; +Inf
+// for the file without a cap). It is the one figure every surface shows
+// (at roomTV): the smaller of the scope's own room and the cap's, as
+// dp_scope_state records them and dp_budget_status combines them. It stops
+// when ctx is done, with ctx's error.
+func (f *fileState) gaussianRoom(ctx context.Context, scope string, tv float64) (float64, error) {
 	sc, err := f.scope(scope)
 	if err != nil {
-		return 0
+		return 0, err
 	}
-	check := func(s *scopeState, name string, mu float64) bool {
-		a, err := accountant.InScope(name, s.budget.Neighbours, mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mu})
-		if err != nil {
-			return false
+	own := func(s *scopeState) (float64, error) {
+		if tv == roomTV {
+			return s.ownRoom(ctx)
 		}
-		_, err = accountant.Decide(s.budget, s.spend, a, tv)
-		return err == nil
+		return roomOf(ctx, s.budget, s.spend, tv)
 	}
-	fits := func(mu float64) bool {
-		return (scope == accountant.FileScope || check(sc, scope, mu)) && (!f.capped || check(f.total, accountant.FileScope, mu))
-	}
-	upper := sc.budget.Mu // a Gaussian of mu costs at least mu in any scope
-	if math.IsInf(upper, 1) {
-		upper = 0 // the total without a cap: no limit of its own
-		for _, s := range f.scopes {
-			upper = math.Max(upper, s.budget.Mu)
+	r := math.Inf(1)
+	if scope != accountant.FileScope {
+		if r, err = own(sc); err != nil {
+			return 0, err
 		}
 	}
-	// The GDP figure first: exact while everything is Gaussian (and tried,
-	// never trusted: it must pass the checks).
-	var r float64
-	precision := 1e-3
-	if sc.spend.NonGaussian == 0 {
-		precision = 1e-12 // exact GDP checks are cheap
-		r = math.Sqrt(math.Max(upper*upper-sc.spend.SumSq, 0))
-		if sc.budget.Relation() == mechanism.ReplaceOne {
-			r /= 2
-		}
-		upper = r
+	if !f.capped {
+		return r, nil
 	}
-	if !(r > 0 && fits(r)) {
-		r = accountant.MaxGaussian(upper, precision, fits)
+	t, err := own(f.total)
+	if err != nil {
+		return 0, err
 	}
-	f.roomMu.Lock()
-	if f.room == nil {
-		f.room = map[string]float64{}
+	if scope == accountant.FileScope {
+		return t, nil
 	}
-	f.room[key] = r
-	f.roomMu.Unlock()
-	return r
+	return jointRoom(sc, scope, r, t, tv), nil
 }
 
 // scope returns the state of a scope (the total for FileScope), or the
@@ -163,8 +207,7 @@ func (f *fileState) after(c, total accountant.Checked, row Row) *fileState {
 
 // with returns s after the entry accepted as c, in row id.
 func (s *scopeState) with(c accountant.Checked, id int64) *scopeState {
-	n := *s
-	n.spend = n.spend.With(c)
+	n := scopeState{budget: s.budget, spend: s.spend.With(c), entries: s.entries}
 	n.entries++
 	n.lastID = id
 	// The figures the charge records in dp_scope_state (writeScopeState).
@@ -174,6 +217,7 @@ func (s *scopeState) with(c accountant.Checked, id int64) *scopeState {
 	}
 	n.fig = &statusMemo{st: st}
 	n.fig.once.Do(func() {})
+	n.room, n.roomOK = c.MuRemaining, true // the charge computed it (ownRoom)
 	return &n
 }
 
@@ -336,11 +380,12 @@ func (s *scopeState) status(name string) (Status, error) {
 	if s.entries == 0 {
 		return st, nil
 	}
-	st.MuSpent = math.Sqrt(s.spend.SumSq)
-	st.MuRemaining = math.Sqrt(math.Max(b.Mu*b.Mu-st.MuSpent*st.MuSpent, 0))
-	if math.IsInf(b.Mu, 1) {
-		st.MuRemaining = b.Mu
+	st.MuSpent = b.Shown(math.Sqrt(s.spend.SumSq))
+	r, err := s.ownRoom(context.Background())
+	if err != nil {
+		return st, fmt.Errorf("scope %q cannot be accounted: %w", name, err)
 	}
+	st.MuRemaining = r
 	if st.EpsilonSpent = math.Inf(1); !math.IsInf(st.MuSpent, 1) {
 		st.EpsilonSpent, _ = accountant.Epsilon(st.MuSpent, b.Delta)
 	}

@@ -65,13 +65,19 @@ func sqlOn(t testing.TB, path string, stmts ...string) {
 
 // verifyFile runs Verify on path, read only.
 func verifyFile(path string) error {
+	_, err := verifyFileNotes(path)
+	return err
+}
+
+// verifyFileNotes is verifyFile with Verify's notes.
+func verifyFileNotes(path string) ([]string, error) {
 	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer db.Close()
-	_, err = Verify(context.Background(), db)
-	return err
+	r, err := VerifyAt(context.Background(), db, nil)
+	return r.Notes, err
 }
 
 // chargeFile charges mu 0.1 to default as a fresh process would, and

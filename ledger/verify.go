@@ -26,6 +26,10 @@ type Report struct {
 	Checkpoints int
 	Scopes      int  // scopes whose status was recomputed and compared
 	Head        Head // the head of the chain
+	// Notes name what verified but is worth an auditor's look: a rigorous
+	// epsilon recorded by an earlier release's rule (or edited within that
+	// rule's distance of today's figure).
+	Notes []string
 }
 
 // Verify checks the ledger (see VerifyAt) and returns the number of rows
@@ -52,9 +56,9 @@ func Verify(ctx context.Context, db Queryer) (int, error) {
 //   - that dp_budget matches the chain's budget events (schema version 1),
 //     creation times included;
 //   - that each scope's figures in dp_scope_state match those recomputed from
-//     the chain: the last charge's id and the GDP figures exactly, the
-//     rigorous epsilon to within the accountants' discretisation
-//     (rigorousBelow, rigorousAbove).
+//     the chain: the last charge's id exactly, every figure to a few units
+//     in the last place (figuresULPs); a rigorous epsilon recorded by an
+//     earlier release's rule is accepted and named in Report.Notes.
 //
 // All but the first two wrap ErrMismatch. What it cannot see: a file whose
 // chain and derived tables were rewritten together and consistently (a
@@ -122,7 +126,7 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 			return rep, err
 		}
 	}
-	if rep.Scopes, err = compareStates(ctx, db, fs, v >= 1); err != nil {
+	if rep.Scopes, rep.Notes, err = compareStates(ctx, db, fs, v >= 1); err != nil {
 		return rep, err
 	}
 	// Every checkpoint against the rows before it, and the compositions
@@ -162,43 +166,78 @@ func compareBudgets(fs *fileState, table map[string]accountant.Budget) error {
 	return nil
 }
 
-// A recorded rigorous epsilon must not understate the recomputed one by more
-// than rigorousBelow (relative), nor exceed it by more than rigorousAbove.
-// Today the charge and Verify compose a scope by the same rule, entry by
-// entry, and agree exactly; figures recorded by earlier rules (groups of
-// identical entries composed afresh, or a composition extended with a
-// round-off bound that grew per charge) are other upper bounds of the same
-// composition, which differ from today's by their discretisation, in either
-// direction (TestVerifyEarlierRuleFigures).
+// How dp_scope_state's figures are compared with those recomputed from the
+// chain. A charge and Verify compute them by the same deterministic rules
+// from the same entries (the sum of squares in row order, the composition
+// extended entry by entry, the certified epsilon's and Room's searches), so
+// they agree bit for bit; figuresULPs allows for a compiler that fuses a
+// multiply-add in one place and not in the other (another platform's
+// build). Figures written by earlier releases' rules are recognised
+// exactly where their rule can be recomputed (mu_spent without Shown,
+// mu_remaining as the budget's GDP remainder, epsilon_spent from the
+// recorded mu_spent). A rigorous epsilon recorded by an earlier composition
+// rule (groups of identical entries composed afresh; a round-off bound that
+// grew per charge) is another upper bound of the same composition, within
+// earlierRule of today's (TestVerifyEarlierRuleFigures): Verify accepts it
+// but names it in Report.Notes, since an edit within that distance looks the
+// same. No charge reads these figures: they are what SQL readers see.
 const (
-	rigorousBelow = 1e-3
-	rigorousAbove = 1e-3
+	figuresULPs = 4
+	earlierRule = 1e-3
 )
 
-// gdpAgrees reports whether a recorded GDP figure (mu_spent, mu_remaining,
-// epsilon_spent) agrees with the recomputed one: to a relative 1e-9, or
-// within 1e-7 of the budget's mu (mu_remaining, which cancels as the spend
-// nears the budget). The charge extends sqrt(sum mu_i^2) one entry at a
-// time (math.Hypot), the recomputation sums the squares: the figures differ
-// in their last bits.
-func gdpAgrees(got, want, budget float64) bool {
-	if got == want {
+// ulpsApart reports whether x and y are within n units in the last place
+// (equal infinities included).
+func ulpsApart(x, y float64, n uint64) bool {
+	if x == y {
 		return true
 	}
-	d := math.Abs(got - want)
-	return d <= 1e-9*math.Max(math.Abs(got), math.Abs(want)) || !math.IsInf(budget, 1) && d <= 1e-7*budget
-}
-
-// rigorousAgrees reports whether a recorded rigorous epsilon is within the
-// tolerances above of the recomputed one.
-func rigorousAgrees(got, want float64) bool {
-	if math.IsInf(got, 1) || math.IsInf(want, 1) {
-		return got == want
+	if math.IsNaN(x) || math.IsNaN(y) || math.IsInf(x, 0) || math.IsInf(y, 0) || (x < 0) != (y < 0) {
+		return false
 	}
-	return got >= want*(1-rigorousBelow) && got <= want*(1+rigorousAbove)
+	a, b := math.Float64bits(math.Abs(x)), math.Float64bits(math.Abs(y))
+	if a > b {
+		a, b = b, a
+	}
+	return b-a <= n
 }
 
-func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal bool) (int, error) {
+// spentAgrees reports whether a recorded mu_spent is the recomputed one, or
+// what an earlier release recorded for it (the root of the sum of squares
+// without Budget.Shown).
+func spentAgrees(got float64, sc *scopeState, want float64) bool {
+	return ulpsApart(got, want, figuresULPs) || ulpsApart(got, math.Sqrt(sc.spend.SumSq), figuresULPs)
+}
+
+// remainingAgrees reports whether a recorded mu_remaining is the recomputed
+// one (what the scope can still charge), or what earlier releases recorded:
+// the budget's GDP remainder after the recorded mu_spent.
+func remainingAgrees(got, spent float64, sc *scopeState, want float64) bool {
+	if ulpsApart(got, want, figuresULPs) {
+		return true
+	}
+	b := sc.budget.Mu
+	legacy := math.Sqrt(math.Max(b*b-spent*spent, 0))
+	if math.IsInf(b, 1) {
+		legacy = b
+	}
+	return ulpsApart(got, legacy, figuresULPs)
+}
+
+// rigorousAgrees reports whether a recorded rigorous epsilon is the
+// recomputed one (exact: true, false), or within an earlier rule's distance
+// of it (false, true).
+func rigorousAgrees(got, want float64) (exact, earlier bool) {
+	if ulpsApart(got, want, figuresULPs) {
+		return true, false
+	}
+	if math.IsInf(got, 1) || math.IsInf(want, 1) {
+		return false, false
+	}
+	return false, got >= want*(1-earlierRule) && got <= want*(1+earlierRule)
+}
+
+func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal bool) (int, []string, error) {
 	type recorded struct {
 		through                  int64
 		spent, remaining, epsGDP float64
@@ -206,7 +245,7 @@ func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal boo
 	}
 	rows, err := db.QueryContext(ctx, `SELECT scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous FROM dp_scope_state`)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	file := map[string]recorded{}
 	for rows.Next() {
@@ -214,20 +253,21 @@ func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal boo
 		var r recorded
 		if err := rows.Scan(&s, &r.through, &r.spent, &r.remaining, &r.epsGDP, &r.rig); err != nil {
 			rows.Close()
-			return 0, err
+			return 0, nil, err
 		}
 		file[s] = r
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	for s := range file {
 		if sc, err := fs.scope(s); err != nil || sc.entries == 0 {
-			return 0, fmt.Errorf("%w: dp_scope_state has figures for scope %q, which has no charges in the chain", ErrMismatch, s)
+			return 0, nil, fmt.Errorf("%w: dp_scope_state has figures for scope %q, which has no charges in the chain", ErrMismatch, s)
 		}
 	}
 	n := 0
+	var notes []string
 	names := sortedScopes(fs)
 	if withTotal { // a version-0 file has no total
 		names = append(names, accountant.FileScope)
@@ -240,32 +280,44 @@ func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal boo
 		n++
 		got, ok := file[name]
 		if !ok {
-			return n, fmt.Errorf("%w: scope %q has %d charges in the chain but no dp_scope_state row", ErrMismatch, name, sc.entries)
+			return n, nil, fmt.Errorf("%w: scope %q has %d charges in the chain but no dp_scope_state row", ErrMismatch, name, sc.entries)
 		}
 		want, err := sc.figures(name)
 		if err != nil {
-			return n, err
+			return n, nil, err
+		}
+		epsGDP := math.Inf(1) // epsilon_spent is the epsilon of the recorded mu_spent (checked first)
+		if !math.IsInf(got.spent, 1) {
+			epsGDP, _ = accountant.Epsilon(got.spent, sc.budget.Delta)
+		}
+		var exact, earlier bool
+		if got.rig.Valid && want.EpsilonRigorous.Valid {
+			exact, earlier = rigorousAgrees(got.rig.Float64, want.EpsilonRigorous.Float64)
 		}
 		bad := ""
 		switch {
 		case got.through != sc.lastID:
 			bad = fmt.Sprintf("through_id %d, but its last charge is row %d", got.through, sc.lastID)
-		case !gdpAgrees(got.spent, want.MuSpent, 0):
+		case !spentAgrees(got.spent, sc, want.MuSpent):
 			bad = fmt.Sprintf("mu_spent %.17g, recomputed %.17g", got.spent, want.MuSpent)
-		case !gdpAgrees(got.remaining, want.MuRemaining, sc.budget.Mu):
+		case !remainingAgrees(got.remaining, got.spent, sc, want.MuRemaining):
 			bad = fmt.Sprintf("mu_remaining %.17g, recomputed %.17g", got.remaining, want.MuRemaining)
-		case !gdpAgrees(got.epsGDP, want.EpsilonSpent, 0):
-			bad = fmt.Sprintf("epsilon_spent %.17g, recomputed %.17g", got.epsGDP, want.EpsilonSpent)
+		case !ulpsApart(got.epsGDP, epsGDP, figuresULPs):
+			bad = fmt.Sprintf("epsilon_spent %.17g, recomputed %.17g", got.epsGDP, epsGDP)
 		case got.rig.Valid != want.EpsilonRigorous.Valid:
 			bad = fmt.Sprintf("epsilon_rigorous %v, recomputed %v", nullable(got.rig), nullable(want.EpsilonRigorous))
-		case got.rig.Valid && !rigorousAgrees(got.rig.Float64, want.EpsilonRigorous.Float64):
+		case got.rig.Valid && !exact && !earlier:
 			bad = fmt.Sprintf("epsilon_rigorous %.17g, recomputed %.17g", got.rig.Float64, want.EpsilonRigorous.Float64)
+		case earlier:
+			notes = append(notes, fmt.Sprintf("dp_scope_state of scope %q says epsilon_rigorous %.17g, which this version recomputes as %.17g "+
+				"(relative difference %.2g): recorded by an earlier release's accounting rule, or edited; the next charge to the scope rewrites it",
+				name, got.rig.Float64, want.EpsilonRigorous.Float64, got.rig.Float64/want.EpsilonRigorous.Float64-1))
 		}
 		if bad != "" {
-			return n, fmt.Errorf("%w: dp_scope_state of scope %q says %s", ErrMismatch, name, bad)
+			return n, nil, fmt.Errorf("%w: dp_scope_state of scope %q says %s", ErrMismatch, name, bad)
 		}
 	}
-	return n, nil
+	return n, notes, nil
 }
 
 func nullable(x sql.NullFloat64) any {

@@ -321,8 +321,19 @@ func (c *Conn) dpBudgetRemaining(a *args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The room of one more scalar dp_gaussian call, its sampler's error included.
-	return l.GaussianRoom(context.Background(), scope, release.NoiseTVOf(1))
+	// What can still be charged, the figure every surface shows (the room
+	// of one more scalar dp_gaussian call, its sampler's error included),
+	// stopped by an interrupt of the statement.
+	ctx, stop := c.untilInterrupted()
+	defer stop()
+	st, err := l.Remaining(ctx, scope)
+	if err != nil && ctx.Err() != nil {
+		return nil, errors.New("dp_budget_remaining: the statement was interrupted")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st.MuRemaining, nil
 }
 
 func (c *Conn) gdpSpend(a *args) (any, error) {
