@@ -144,11 +144,11 @@ func (e *BudgetError) Error() string {
 		return fmt.Sprintf("privacy budget exceeded %s: this %s call alone needs %s = %.6g%s, over the %s of %.6g; nothing was released",
 			where, e.Mechanism, e.Unit, e.Need, at, budget, e.Budget)
 	case e.Cap > 0:
-		return fmt.Sprintf("privacy budget exceeded %s: this %s call would bring its spend to epsilon = %.6g%s (spent so far %.6g), "+
-			"beyond epsilon = %.4g, the most this scope can certify at that delta with its noise samplers: their error bound "+
+		return fmt.Sprintf("privacy budget exceeded %s: spent epsilon = %.6g%s; this %s call would take it "+
+			"beyond epsilon = %.4g, the most this scope can certify at that delta with its noise samplers, whatever its budget: their error bound "+
 			"(%.3g for this scope's draws; dpsql's samplers are within 2^-125 per value drawn) is paid from delta, "+
 			"and beyond that epsilon it would take all of it; nothing was released",
-			where, e.Mechanism, e.AfterWouldBe, at, e.Spent, e.Cap, e.NoiseTV)
+			where, e.Spent, at, e.Mechanism, e.Cap, e.NoiseTV)
 	}
 	return fmt.Sprintf("privacy budget exceeded %s: spent %s = %.6g%s, this %s call needs %s = %.6g, which would bring the total to %.6g, over the %s of %.6g; nothing was released",
 		where, e.Unit, e.Spent, at, e.Mechanism, e.Unit, e.Need, e.AfterWouldBe, budget, e.Budget)

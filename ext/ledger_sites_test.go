@@ -348,7 +348,12 @@ func TestLedgerSitesFixture(t *testing.T) {
 		}
 		for scope, w := range want.Scopes {
 			g := got.Scopes[scope]
-			if !same(g.MuSpent, w.MuSpent) || !same(g.EpsilonSpent, w.EpsilonSpent) || !same(g.MuRemaining, w.MuRemaining) || g.Entries != w.Entries {
+			// What can still be charged was searched to 1e-3 then
+			// (accountant.Room now: 1e-9, 1e-4 on mixed scopes), and the
+			// file's total without a cap has no limit of its own (+Inf,
+			// written -1; then: the largest scope budget).
+			room := math.Abs(g.MuRemaining/w.MuRemaining-1) <= 2e-3 || scope == accountant.FileScope && g.MuRemaining == -1
+			if !same(g.MuSpent, w.MuSpent) || !same(g.EpsilonSpent, w.EpsilonSpent) || !room || g.Entries != w.Entries {
 				t.Errorf("%s: scope %q re-accounts as %+v, was %+v", file, scope, g, w)
 			}
 		}

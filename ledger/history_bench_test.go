@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -29,9 +30,22 @@ import (
 func historyFile(b *testing.B, n, laplaceEvery int) string { return historyFileT(b, n, laplaceEvery) }
 
 func historyFileT(b testing.TB, n, laplaceEvery int) string {
+	lap := mechanism.Mechanism{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: 0.001}
+	return historyFileOf(b, n, laplaceEvery, func(int) (mechanism.Mechanism, map[string]any) {
+		return lap, map[string]any{"grid": 1.0 / 1024, "sensitivity_requested": 1}
+	})
+}
+
+// historyFileOf is historyFileT with every laplaceEvery-th charge made by
+// other (its mechanism and details, given its index).
+func historyFileOf(b testing.TB, n, laplaceEvery int, other func(i int) (mechanism.Mechanism, map[string]any)) string {
 	b.Helper()
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), fmt.Sprintf("history%d-%d.db", n, laplaceEvery))
+	if n > 0 && laplaceEvery > 0 {
+		m, _ := other(laplaceEvery - 1)
+		path = filepath.Join(b.TempDir(), fmt.Sprintf("history%d-%d-%s.db", n, laplaceEvery, m.Kind))
+	}
 	l, err := OpenLedger(path)
 	if err != nil {
 		b.Fatal(err)
@@ -55,11 +69,10 @@ func historyFileT(b testing.TB, n, laplaceEvery int) string {
 		b.Fatal(err)
 	}
 	gauss := mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.001}
-	lap := mechanism.Mechanism{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: 0.001}
 	for i := range n {
 		m, details := gauss, map[string]any{"dim": 1, "noise_tv": 0x1p-125}
 		if laplaceEvery > 0 && i%laplaceEvery == laplaceEvery-1 {
-			m, details = lap, map[string]any{"grid": 1.0 / 1024, "sensitivity_requested": 1}
+			m, details = other(i)
 		}
 		for k, v := range m.Fields() {
 			details[k] = v
@@ -125,5 +138,39 @@ func BenchmarkOneChargeProcess(b *testing.B) {
 			}
 			b.ReportMetric((processCPU()-c0).Seconds()*1e3/float64(b.N), "cpu-ms/op")
 		})
+	}
+}
+
+// TestWriteHistoryFiles writes, when DPSQL_HISTORY_DIR names a directory,
+// the files the one-charge-process figures of docs/benchmarks.md are taken
+// on (a whole process: the memos of a benchmark's loop would hide what a
+// new process replays): fresh.db, gauss1e5.db (10^5 Gaussian charges),
+// lap1e5.db (every tenth a Laplace one) and sub1e3.db (1,000 charges, every
+// tenth subsampled as dp_avgmix's and dp_select_topm's are, 600 steps, no
+// two alike).
+//
+//	DPSQL_HISTORY_DIR=/tmp/h go test ./ledger -run TestWriteHistoryFiles -v
+func TestWriteHistoryFiles(t *testing.T) {
+	dir := os.Getenv("DPSQL_HISTORY_DIR")
+	if dir == "" {
+		t.Skip("DPSQL_HISTORY_DIR is not set")
+	}
+	sub := func(i int) (mechanism.Mechanism, map[string]any) {
+		f := float64(i % 97)
+		return mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01 + 1e-5*f, Sigma: 3 + 0.01*f, Steps: 600}, map[string]any{"noise_tv": 0x1p-115}
+	}
+	for name, path := range map[string]string{
+		"fresh.db":    historyFileT(t, 0, 0),
+		"gauss1e5.db": historyFileT(t, 100000, 0),
+		"lap1e5.db":   historyFileT(t, 100000, 10),
+		"sub1e3.db":   historyFileOf(t, 1000, 10, sub),
+	} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -44,6 +44,10 @@ func TestScopesAreSeparate(t *testing.T) {
 	if ba.Scope != "a" || ba.Account != "alice" || math.Abs(float64(ba.MuSpent)-0.6) > 1e-9 || bb.Scope != "b" || bb.MuSpent != 0 || bb.MuRemaining < 0.999 {
 		t.Fatalf("budgets: alice %+v, bob %+v", ba, bb)
 	}
+	// One figure (issue 23, part 2): /v1/query's mu_remaining is /v1/budget's.
+	if res.Charge.MuRemaining != ba.MuRemaining {
+		t.Errorf("/v1/query says mu_remaining %v, /v1/budget %v", res.Charge.MuRemaining, ba.MuRemaining)
+	}
 	lb, err := cb.Ledger(ctx)
 	if err != nil {
 		t.Fatal(err)

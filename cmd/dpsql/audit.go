@@ -153,6 +153,9 @@ func verifyLedger(ctx context.Context, db ledger.Queryer, w io.Writer, head *led
 	}
 	fmt.Fprintf(w, "ledger OK: %d rows, chain intact (charges: %d, budget events: %d%s); every dpsql object as dpsql writes it and its pages intact, dp_budget and dp_scope_state match the chain\n", r.Rows, r.Charges, r.Budgets, records)
 	fmt.Fprintf(w, "head %s\n", r.Head)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
 	if n, err := protect.VerifyPolicies(ctx, db); err != nil {
 		return fmt.Errorf("policy verification failed: %w", err)
 	} else if n > 0 {
