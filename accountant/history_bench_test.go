@@ -1,6 +1,7 @@
 package accountant
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"math"
@@ -15,7 +16,8 @@ import (
 // A charge's cost must not grow with the scope's history (issue 23, part 3).
 // BenchmarkChargeHistory prices a long run of charges of mixed kinds in one
 // scope exactly as Ledger.Charge decides them (the scope's check and the
-// file's total, then the state each accepted charge leaves), without the
+// file's total, then the state each accepted charge leaves and what the
+// scope can still charge after it, which the charge records), without the
 // SQLite transaction, and reports the mean cost of the first and of the last
 // 1,000 charges (ms/charge) and their ratio. Run it once per size:
 //
@@ -120,6 +122,11 @@ func (h *historyScope) charge(c historyCharge) (Checked, error) {
 	}
 	h.scopeSpend = h.scopeSpend.With(st)
 	h.totalSpend = h.totalSpend.With(tot)
+	// What the scope can still charge, which the charge records (the
+	// total without a cap has no limit: Room answers at once).
+	if _, err := Room(context.Background(), h.scope, h.scopeSpend, 0x1p-125); err != nil {
+		return st, err
+	}
 	return st, nil
 }
 

@@ -188,14 +188,47 @@ func roomMixed(ctx context.Context, b Budget, prior Spend, tv, hi float64) (floa
 		x := gap / b.Delta
 		return x <= 0, x, nil
 	}
-	ok, fhi, err := fig(hi)
-	if err != nil {
-		return 0, err
+	// A bracket from a first guess, a function of the state alone (the
+	// figure must be what Verify recomputes): the GDP remainder of the
+	// budget's mu after the mu whose epsilon is the scope's certified one,
+	// then steps of 10% either way.
+	lo, flo, fhi := 0.0, -1.0, 0.0
+	guess := hi
+	if e, err := certifiedEpsilon(prior.Comp, b.Delta, prior.NoiseTV+tv); err == nil && e > 0 && !math.IsInf(e, 1) {
+		if m, err := Mu(e, b.Delta); err == nil && m < hi {
+			guess = math.Sqrt(math.Max(hi*hi-m*m, 0))
+		}
 	}
-	r := hi
-	if !ok {
-		flo := -1.0
-		if r, err = falsePosition(ctx, 0, hi, flo, fhi, roomPrecision/4, fig); err != nil {
+	for range 12 {
+		if !(guess > 0 && guess <= hi) {
+			break
+		}
+		ok, f, err := fig(guess)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo, flo = guess, f
+			if guess == hi {
+				break
+			}
+			guess = math.Min(guess*1.1, hi)
+			continue
+		}
+		hi, fhi = guess, f
+		if lo > 0 {
+			break
+		}
+		guess *= 0.9
+	}
+	r := lo
+	if lo < hi {
+		if fhi <= 0 {
+			if _, fhi, err = fig(hi); err != nil {
+				return 0, err
+			}
+		}
+		if r, err = falsePosition(ctx, lo, hi, flo, fhi, roomPrecision/2, fig); err != nil {
 			return r, err
 		}
 		if r > 0 {
@@ -288,7 +321,7 @@ func roomBestEpsilon(delta func(float64) (float64, error), budget, tv, top float
 const roomPrecision = 1e-4
 
 // roomBins is the bin cap of the coarse copy roomMixed searches on.
-const roomBins = 1 << 11
+const roomBins = 1 << 10
 
 // roomCoarse returns c's PLD on a grid of at most roomBins bins per
 // direction, memoised by c's key.
