@@ -27,9 +27,9 @@ import (
 // file's total. The compositions themselves, up to some 256 KiB each, are
 // kept beside the chain, in dp_scope_state.pld, for the last checkpoint only
 // (a process that resumes reads them there and checks them against the
-// row). A charge writes one when 16 charges of other than Gaussian entries,
-// or 256 rows, followed the last: a process that resumes replays at most that
-// many entries.
+// row). A charge writes one when 16 charges of other than Gaussian entries
+// (a subsampled one counting 4: replayWeight), or 256 rows, followed the
+// last: a process that resumes replays at most that many entries.
 //
 // Nothing in a checkpoint is trusted that the chain does not vouch for: the
 // row's hash covers the record, the record covers the compositions, and the
@@ -313,10 +313,26 @@ func (n *fileState) addCharge(r Row) error {
 		x.s.entries++
 		x.s.lastID = r.ID
 	}
-	if !m.IsGaussian() {
-		n.sinceNonGaussian++
-	}
+	n.sinceNonGaussian += replayWeight(m)
 	return nil
+}
+
+// replayWeight is what a charge of m counts toward the next checkpoint's
+// checkpointNonGaussian: 0 for an exactly Gaussian one (replayed by a sum),
+// checkpointNonGaussian/4 for one with subsampled parts (dp_avgmix,
+// dp_select_topm: hundreds of steps composed on the fine grid, some 50 to
+// 200 ms each in a new process), else 1. A new process then replays at
+// most three subsampled charges, or fifteen others.
+func replayWeight(m mechanism.Mechanism) int {
+	if m.IsGaussian() {
+		return 0
+	}
+	for _, p := range m.Components() {
+		if p.Kind == mechanism.KindSubsampledGaussian {
+			return checkpointNonGaussian / 4
+		}
+	}
+	return 1
 }
 
 // rowNoiseTV returns the samplers' error a charge row records (0: none).

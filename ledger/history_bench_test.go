@@ -159,11 +159,23 @@ func TestWriteHistoryFiles(t *testing.T) {
 		f := float64(i % 97)
 		return mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01 + 1e-5*f, Sigma: 3 + 0.01*f, Steps: 600}, map[string]any{"noise_tv": 0x1p-115}
 	}
+	// A tail of 15 subsampled charges after the last checkpoint (as the
+	// rule before replayWeight left it: one every 16 others), and the same
+	// tail with a checkpoint after every fourth (today's rule).
+	tail := func(every int) string {
+		path := historyFileOf(t, 1000, 10, sub)
+		if err := appendSubsampledTail(path, 15, every, sub); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
 	for name, path := range map[string]string{
-		"fresh.db":    historyFileT(t, 0, 0),
-		"gauss1e5.db": historyFileT(t, 100000, 0),
-		"lap1e5.db":   historyFileT(t, 100000, 10),
-		"sub1e3.db":   historyFileOf(t, 1000, 10, sub),
+		"fresh.db":     historyFileT(t, 0, 0),
+		"gauss1e5.db":  historyFileT(t, 100000, 0),
+		"lap1e5.db":    historyFileT(t, 100000, 10),
+		"sub1e3.db":    historyFileOf(t, 1000, 10, sub),
+		"subtail16.db": tail(16),
+		"subtail4.db":  tail(4),
 	} {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -173,4 +185,59 @@ func TestWriteHistoryFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// appendSubsampledTail appends n charges made by sub (indexes 10000 on) to
+// the file's scope "default", a checkpoint after every every-th, and writes
+// the derived state as the last charge would leave it.
+func appendSubsampledTail(path string, n, every int, sub func(int) (mechanism.Mechanism, map[string]any)) error {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for i := range n {
+		m, details := sub(10000 + i)
+		for k, v := range m.Fields() {
+			details[k] = v
+		}
+		params, _ := json.Marshal(details)
+		if _, err := appendRow(ctx, db, Row{Kind: EventCharge, Scope: "default", Mechanism: m.Kind, Mu: m.GDPMu(), Params: string(params), Query: "SELECT dp_avgmix(...)"}); err != nil {
+			return err
+		}
+		if (i+1)%every == 0 || i == n-1 {
+			rows, err := ReadLedger(ctx, db)
+			if err != nil {
+				return err
+			}
+			fs, err := computeState(rows, nil)
+			if err != nil {
+				return err
+			}
+			// The figures as a charge writes them (keeping the last
+			// checkpoint's compositions in pld), then the checkpoint.
+			for _, name := range []string{"default", accountant.FileScope} {
+				sc, _ := fs.scope(name)
+				st, err := sc.status(name)
+				if err != nil {
+					return err
+				}
+				var rig any
+				if st.EpsilonRigorous.Valid {
+					rig = st.EpsilonRigorous.Float64
+				}
+				if _, err := db.ExecContext(ctx, `UPDATE dp_scope_state SET through_id = ?, mu_spent = ?, mu_remaining = ?, epsilon_spent = ?, epsilon_rigorous = ? WHERE scope = ?`,
+					sc.lastID, st.MuSpent, st.MuRemaining, st.EpsilonSpent, rig, name); err != nil {
+					return err
+				}
+			}
+			if (i+1)%every == 0 {
+				if _, err := writeCheckpoint(ctx, db, fs, "default"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -194,9 +194,7 @@ func unknownScope(scope string) error {
 func (f *fileState) after(c, total accountant.Checked, row Row) *fileState {
 	n := &fileState{head: Head{ID: row.ID, Hash: row.Hash}, scopes: make(map[string]*scopeState, len(f.scopes)), capped: f.capped,
 		sinceRows: f.sinceRows + 1, sinceNonGaussian: f.sinceNonGaussian, created: f.created}
-	if !c.Mechanism.IsGaussian() {
-		n.sinceNonGaussian++
-	}
+	n.sinceNonGaussian += replayWeight(c.Mechanism)
 	for k, v := range f.scopes {
 		n.scopes[k] = v
 	}
@@ -287,9 +285,7 @@ func computeState(rows []Row, legacy map[string]accountant.Budget) (*fileState, 
 			if f.scopes[r.Scope] == nil {
 				f.scopes[r.Scope] = &scopeState{}
 			}
-			if !m.IsGaussian() {
-				f.sinceNonGaussian++
-			}
+			f.sinceNonGaussian += replayWeight(m)
 			charges[r.Scope] = append(charges[r.Scope], m)
 			tvs[r.Scope] += tv
 			lastRow[r.Scope] = r.ID
