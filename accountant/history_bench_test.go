@@ -100,6 +100,7 @@ func historyWorkload(tb testing.TB, n int) []historyCharge {
 type historyScope struct {
 	scope, total           Budget
 	scopeSpend, totalSpend Spend
+	room                   bool // compute Room after each charge
 }
 
 func newHistoryScope() *historyScope {
@@ -124,11 +125,18 @@ func (h *historyScope) charge(c historyCharge) (Checked, error) {
 	h.totalSpend = h.totalSpend.With(tot)
 	// What the scope can still charge, which the charge records (the
 	// total without a cap has no limit: Room answers at once).
-	if _, err := Room(context.Background(), h.scope, h.scopeSpend, 0x1p-125); err != nil {
-		return st, err
+	if h.room {
+		if _, err := Room(context.Background(), h.scope, h.scopeSpend, 0x1p-125); err != nil {
+			return st, err
+		}
 	}
 	return st, nil
 }
+
+// historyRoom makes BenchmarkChargeHistory price the room each charge
+// records (-historyroom=false: the decision alone, as before issue 23's
+// part 2, for comparison).
+var historyRoom = flag.Bool("historyroom", true, "BenchmarkChargeHistory: compute what remains after each charge, as a ledger charge does")
 
 // historyCap bounds one run of BenchmarkChargeHistory: a history whose
 // charges grow costlier stops there and reports how far it got.
@@ -142,6 +150,7 @@ func BenchmarkChargeHistory(b *testing.B) {
 				b.StopTimer()
 				freshProcessMemos()
 				h := newHistoryScope()
+				h.room = *historyRoom
 				b.StartTimer()
 				// Process CPU time per block of 100 charges (the machine
 				// is shared: wall time would count the others' work).

@@ -115,9 +115,12 @@ func TestSamplerCap(t *testing.T) {
 }
 
 // BenchmarkRoom is Room on the scope BenchmarkChargeHistory leaves after
-// n mixed charges: what dp_budget_remaining computes (once per chain head).
+// n mixed charges, its memos emptied: what dp_budget_remaining computes in a
+// new process (once per chain head), and what each charge records.
+//
+//	go test ./accountant -run '^$' -bench Room -benchtime 10x
 func BenchmarkRoom(b *testing.B) {
-	for _, n := range []int{100, 2000} {
+	for _, n := range []int{100, 2000, 10000} {
 		b.Run(fmt.Sprintf("charges=%d", n), func(b *testing.B) {
 			h := newHistoryScope()
 			for i, c := range historyWorkload(b, n) {
