@@ -440,3 +440,30 @@ func TestAttack25HavingTextAsNumber(t *testing.T) {
 		t.Errorf("HAVING over a key of a megabyte took %v", d)
 	}
 }
+
+// A subquery in FROM named like its table (FROM (SELECT * FROM t WHERE x >
+// 5) AS t), or a chain of CTEs ending in one named like the table, is that
+// source: its filter applies. It was dropped (the statement read the whole
+// table: its rows, not the ones asked for). Outcome: not a leak (the whole
+// table under DP), a silent wrong answer: fixed.
+func TestAttack25SourceNamedLikeItsTable(t *testing.T) {
+	for _, src := range []string{
+		`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) AS n FROM (SELECT * FROM t WHERE x > 5) AS t`,
+		`WITH a AS (SELECT * FROM t WHERE x > 5), t AS (SELECT pid, x FROM a) SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) AS n FROM t`,
+		`WITH a AS (SELECT * FROM t WHERE x > 5) SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) AS n FROM (SELECT * FROM a) AS t`,
+	} {
+		pl, err := checkerFor(t, src)
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		if !strings.Contains(rowFilter(pl), `"x" > 5`) {
+			t.Errorf("%s: the source's filter is dropped: the statement reads rows WHERE %s", src, rowFilter(pl))
+		}
+	}
+	// Reading the table itself beside unused CTEs stays as it was.
+	pl, err := checkerFor(t, `WITH a AS (SELECT * FROM t WHERE x > 5) SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) AS n FROM t`)
+	if err != nil || strings.Contains(rowFilter(pl), `"x" > 5`) {
+		t.Errorf("an unused CTE: %v, WHERE %s", err, rowFilter(pl))
+	}
+}

@@ -39,7 +39,7 @@ func (c *checker) inlineSources() error {
 		return nil
 	}
 	outer, base := st.Table, st.BaseTable()
-	if strings.EqualFold(outer, base) {
+	if strings.EqualFold(outer, base) && !namesCTE(st.With, outer) {
 		return nil // the CTEs are not read: the statement reads the table itself
 	}
 	protected := false
@@ -113,6 +113,19 @@ func (c *checker) inlineSources() error {
 	st.Table = base
 	st.With = nil
 	return nil
+}
+
+// namesCTE reports whether name is one of the CTEs (or the subquery in
+// FROM): a source named like its table (FROM (SELECT ... FROM patients WHERE
+// ...) AS patients, or a chain of CTEs ending in one named patients) is that
+// source, filter included, not the table.
+func namesCTE(with []dpselect.CTE, name string) bool {
+	for _, cte := range with {
+		if strings.EqualFold(cte.Name, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // itemAlias reports whether name is the alias of a SELECT-list item.
