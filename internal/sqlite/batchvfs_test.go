@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"bufio"
 	"bytes"
 	"database/sql"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -410,8 +412,9 @@ func payload(id, ver int) []byte {
 
 // consistent reads table v and its summary in one transaction and says what
 // disagrees: the summary's row count and version sum, and every row's content
-// (its id and version) when all is set.
-func consistent(db *sql.DB, all bool) error {
+// (its id and version) when all is set, and that the state is no older than
+// atLeast rows.
+func consistent(db *sql.DB, all bool, atLeast int) error {
 	tx, err := db.Begin()
 	if err != nil {
 		return err
@@ -426,6 +429,9 @@ func consistent(db *sql.DB, all bool) error {
 	}
 	if n != count || sum != vsum {
 		return fmt.Errorf("the summary says %d rows of version sum %d, the table has %d of %d", n, sum, count, vsum)
+	}
+	if n < atLeast {
+		return fmt.Errorf("%d rows, but the writer had committed %d before the read began (a stale state)", n, atLeast)
 	}
 	if !all {
 		return nil
@@ -448,9 +454,10 @@ func consistent(db *sql.DB, all bool) error {
 	return rows.Err()
 }
 
-// A writer in another process, through the batch VFS (synchronous NORMAL,
-// checkpoints every 64 pages, most of them partial, since readers come and
-// go), and readers here, through the batch VFS, the default VFS and the
+// A writer in another process, through the batch VFS (synchronous NORMAL; in
+// WAL mode, checkpoints every 64 pages, most of them partial, since readers
+// come and go; also in rollback-journal mode, where the writer rewrites the
+// database file between two reads), and readers here, through the batch VFS, the default VFS and the
 // sqlite3 shell when there is one: every read transaction sees a state some
 // commit left (the summary row agrees with the table, every row's bytes are
 // those of its version), although the writer rewrites pages others have read
@@ -488,67 +495,90 @@ func TestBatchVFSTwoProcesses(t *testing.T) {
 			if err := tx.Commit(); err != nil {
 				t.Fatal(err)
 			}
+			fmt.Printf("%d\n", n) // committed
+			os.Stdout.Sync()
 		}
 		return
 	}
-	path := newFile(t, 4096)
-	setup := openDB(t, path, "")
-	for _, q := range []string{`CREATE TABLE v(id INTEGER PRIMARY KEY, ver INTEGER NOT NULL, x BLOB NOT NULL)`,
-		`CREATE TABLE meta(n INTEGER NOT NULL, sumver INTEGER NOT NULL)`, `INSERT INTO meta VALUES (0, 0)`} {
-		if _, err := setup.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	batchVFS(t)
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestBatchVFSTwoProcesses$")
-	cmd.Env = append(os.Environ(), "DPSQL_BATCHVFS_TWOPROC="+path)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	readers := map[string]*sql.DB{
-		"batch reader": openDB(t, path, "vfs="+sqlite.BatchVFS),
-		"plain reader": openDB(t, path, ""),
-	}
-	shell, _ := exec.LookPath("sqlite3")
-	reads := 0
-	for running := true; running; {
-		select {
-		case err := <-done:
+	for _, mode := range []string{"WAL", "DELETE"} {
+		t.Run(mode, func(t *testing.T) {
+			path := newFile(t, 4096)
+			setup := openDB(t, path, "")
+			for _, q := range []string{`CREATE TABLE v(id INTEGER PRIMARY KEY, ver INTEGER NOT NULL, x BLOB NOT NULL)`,
+				`CREATE TABLE meta(n INTEGER NOT NULL, sumver INTEGER NOT NULL)`, `INSERT INTO meta VALUES (0, 0)`,
+				`PRAGMA journal_mode = ` + mode} {
+				if _, err := setup.Exec(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			batchVFS(t)
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestBatchVFSTwoProcesses$")
+			cmd.Env = append(os.Environ(), "DPSQL_BATCHVFS_TWOPROC="+path)
+			var out bytes.Buffer
+			cmd.Stderr = &out
+			pipe, err := cmd.StdoutPipe()
 			if err != nil {
-				t.Fatalf("the writer: %v\n%s", err, out.String())
+				t.Fatal(err)
 			}
-			running = false
-		default:
-		}
-		for who, db := range readers {
-			if err := consistent(db, reads%4 == 0); err != nil {
-				t.Fatalf("%s, read %d: %v", who, reads, err)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
 			}
-		}
-		if shell != "" && reads%3 == 0 {
-			got, err := exec.Command(shell, path, `SELECT (SELECT n FROM meta) = count(*) AND (SELECT sumver FROM meta) = coalesce(sum(ver), 0) FROM v`).CombinedOutput()
-			if err != nil || string(bytes.TrimSpace(got)) != "1" {
-				t.Fatalf("the sqlite3 shell, read %d: %q, %v", reads, got, err)
+			var committed atomic.Int64 // the last commit the writer reported
+			done := make(chan error, 1)
+			go func() {
+				lines := bufio.NewScanner(pipe)
+				for lines.Scan() {
+					if n, err := strconv.Atoi(lines.Text()); err == nil {
+						committed.Store(int64(n))
+					} else {
+						out.WriteString(lines.Text() + "\n")
+					}
+				}
+				done <- cmd.Wait()
+			}()
+			readers := map[string]*sql.DB{
+				"batch reader": openDB(t, path, "vfs="+sqlite.BatchVFS),
+				"plain reader": openDB(t, path, ""),
 			}
-		}
-		reads++
+			shell, _ := exec.LookPath("sqlite3")
+			reads := 0
+			for running := true; running; {
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatalf("the writer: %v\n%s", err, out.String())
+					}
+					running = false
+				default:
+				}
+				for who, db := range readers {
+					if err := consistent(db, reads%4 == 0, int(committed.Load())); err != nil {
+						t.Fatalf("%s, read %d: %v", who, reads, err)
+					}
+				}
+				if shell != "" && reads%3 == 0 {
+					least := committed.Load()
+					got, err := exec.Command(shell, "-cmd", ".timeout 5000", path, fmt.Sprintf(`SELECT (SELECT n FROM meta) = count(*) AND (SELECT sumver FROM meta) = coalesce(sum(ver), 0) AND count(*) >= %d FROM v`, least)).CombinedOutput()
+					if err != nil || string(bytes.TrimSpace(got)) != "1" {
+						t.Fatalf("the sqlite3 shell, read %d: %q, %v", reads, got, err)
+					}
+				}
+				reads++
+			}
+			var n int
+			if err := setup.QueryRow(`SELECT n FROM meta`).Scan(&n); err != nil || n == 0 {
+				t.Fatalf("the writer committed nothing (%d rows, %v)", n, err)
+			}
+			for who, db := range readers {
+				if err := consistent(db, true, int(committed.Load())); err != nil {
+					t.Fatalf("%s after the writer ended: %v", who, err)
+				}
+			}
+			var ok string
+			if err := setup.QueryRow(`PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+				t.Fatalf("integrity_check %q, %v", ok, err)
+			}
+			t.Logf("%d rows written, %d reads (sqlite3 shell: %q)", n, reads, shell)
+		})
 	}
-	var n int
-	if err := setup.QueryRow(`SELECT n FROM meta`).Scan(&n); err != nil || n == 0 {
-		t.Fatalf("the writer committed nothing (%d rows, %v)", n, err)
-	}
-	for who, db := range readers {
-		if err := consistent(db, true); err != nil {
-			t.Fatalf("%s after the writer ended: %v", who, err)
-		}
-	}
-	var ok string
-	if err := setup.QueryRow(`PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
-		t.Fatalf("integrity_check %q, %v", ok, err)
-	}
-	t.Logf("%d rows written, %d reads (sqlite3 shell: %q)", n, reads, shell)
 }
