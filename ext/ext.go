@@ -67,7 +67,7 @@ func (Driver) Open(dsn string) (driver.Conn, error) {
 		}
 		// Analyst connections have them too, for their authorizer to refuse
 		// by name.
-		return protect.RegisterOwnerFuncs(h, c.GetFilename("main"))
+		return registerOwnerFuncs(h, c.GetFilename("main"))
 	}}
 	c, err := d.Open(dsn)
 	if err != nil {

@@ -1,4 +1,4 @@
-package protect
+package ext
 
 import (
 	"context"
@@ -8,9 +8,10 @@ import (
 	"unsafe"
 
 	"github.com/dpsql/dpsql/internal/sqlite"
+	"github.com/dpsql/dpsql/protect"
 )
 
-// RegisterOwnerFuncs adds the owner's SQL functions to a curator connection:
+// registerOwnerFuncs adds the owner's SQL functions to a curator connection:
 //
 //	dp_protect(table, policy_json)  record or replace a table's policy; returns the table's name
 //	dp_unprotect(table)             remove a table's policy; returns the table's name
@@ -24,13 +25,13 @@ import (
 // owner's plain SELECT from a view remove or weaken a protection. db is the
 // connection's sqlite3*, on which sqlfuncs.Register has run (it hands package
 // sqlite the connection's API table); path is its main database file.
-func RegisterOwnerFuncs(db unsafe.Pointer, path string) error {
+func registerOwnerFuncs(db unsafe.Pointer, path string) error {
 	if err := ownerFunc(db, "dp_protect", 2, func(args ...any) (any, error) {
 		table, policy, err := ownerArgs("dp_protect", args, "table", "policy")
 		if err != nil {
 			return nil, err
 		}
-		p, err := ParsePolicy([]byte(policy))
+		p, err := protect.ParsePolicy([]byte(policy))
 		if err != nil {
 			return nil, fmt.Errorf("dp_protect: %w", err)
 		}
@@ -39,7 +40,7 @@ func RegisterOwnerFuncs(db unsafe.Pointer, path string) error {
 			return nil, fmt.Errorf("dp_protect: %w", err)
 		}
 		defer db.Close()
-		if err := Protect(context.Background(), db, table, p); err != nil {
+		if err := protect.Protect(context.Background(), db, table, p); err != nil {
 			return nil, fmt.Errorf("dp_protect: %w", err)
 		}
 		return table, nil
@@ -56,7 +57,7 @@ func RegisterOwnerFuncs(db unsafe.Pointer, path string) error {
 			return nil, fmt.Errorf("dp_unprotect: %w", err)
 		}
 		defer db.Close()
-		if err := Unprotect(context.Background(), db, table); err != nil {
+		if err := protect.Unprotect(context.Background(), db, table); err != nil {
 			return nil, fmt.Errorf("dp_unprotect: %w", err)
 		}
 		return table, nil
