@@ -123,10 +123,19 @@ func TestAttack25NeighbourSensitivity(t *testing.T) {
 			VAR_POP(x) AS v FROM t GROUP BY k, odd`,
 		`COUNT(DISTINCT x) AS xs, COUNT(DISTINCT pid) AS persons, APPROX_QUANTILES(x, 10) AS q FROM t`,
 		`COUNT(DISTINCT g) AS gs, COUNT(*) AS n FROM t`,
+		// max_groups_contributed lowers max_groups for the queries of their own too.
+		`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1, max_groups_contributed = 1) g, COUNT(DISTINCT x) AS xs,
+			PERCENTILE_CONT(x, 0.5) AS m, COUNT(DISTINCT pid) AS p FROM t GROUP BY g`,
+		// Through a CTE that filters and renames (inlined: the same statement over t).
+		`WITH heavy AS (SELECT pid, g AS grp, x AS v FROM t WHERE x IS NOT 3) SELECT WITH DIFFERENTIAL_PRIVACY
+			OPTIONS (mu = 1) grp, COUNT(DISTINCT v) AS vs, APPROX_QUANTILES(v, 2) AS q FROM heavy GROUP BY grp`,
 	} {
+		if !strings.HasPrefix(q, "SELECT") && !strings.HasPrefix(q, "WITH") {
+			q = dp + q
+		}
 		for rep := range 8 {
-			pl0, g0 := exact(t, e0, dp+q)
-			pl1, g1 := exact(t, e1, dp+q)
+			pl0, g0 := exact(t, e0, q)
+			pl1, g1 := exact(t, e1, q)
 			if fmt.Sprint(pl0.mech, pl0.details) != fmt.Sprint(pl1.mech, pl1.details) {
 				t.Fatalf("%.60s: the charge depends on the data:\n%v\n%v", q, pl0.mech, pl1.mech)
 			}
