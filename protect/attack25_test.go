@@ -482,3 +482,31 @@ func TestAttack25SourceNamedLikeItsTable(t *testing.T) {
 		t.Errorf("an unused CTE: %v, WHERE %s", err, rowFilter(pl))
 	}
 }
+
+// APPROX_QUANTILES is read off a noisy histogram (negative counts, a total
+// near or below 0): whatever the noise, its k+1 values are numbers within
+// the bounds and non-decreasing, and PERCENTILE_CONT agrees with it at i/k.
+// Outcome: held.
+func TestAttack25QuantilesOfNoisyHistograms(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 25))
+	for trial := range 3000 {
+		h := make([]float64, MedianBuckets)
+		scale := []float64{0.1, 1, 10, 1000}[trial%4]
+		for b := range h {
+			h[b] = r.NormFloat64() * scale
+			if r.IntN(10) == 0 {
+				h[b] += float64(r.IntN(50))
+			}
+		}
+		lo, hi := -5.0, 7.0
+		prev := math.Inf(-1)
+		const k = 16
+		for i := 0; i <= k; i++ {
+			q := quantileOf(h, lo, hi, float64(i)/k)
+			if math.IsNaN(q) || q < lo || q > hi || q < prev {
+				t.Fatalf("trial %d: quantile %d/%d is %v after %v (bounds %v, %v)", trial, i, k, q, prev, lo, hi)
+			}
+			prev = q
+		}
+	}
+}
