@@ -182,8 +182,11 @@ func (e *Engine) withExample(ctx context.Context, conn ledger.Queryer, query str
 	if !errors.As(err, &r) || r.Try != "" {
 		return err
 	}
-	_, table := dpselect.Outline(query, -1)
-	r.Try = e.example(ctx, conn, table, r.Clause)
+	for _, table := range dpselect.Tables(query) {
+		if r.Try = e.example(ctx, conn, table, r.Clause); r.Try != "" {
+			break
+		}
+	}
 	return err
 }
 

@@ -57,6 +57,10 @@ func TestRefusalsNameClauseAndExample(t *testing.T) {
 		{dp + "COUNT(*) FROM patients p", "refused: FROM: syntax error", base + " GROUP BY sex"},
 		{dp + "COUNT(*) FROM main.patients", "refused: FROM: syntax error", ""},
 		{dp + "COUNT(*) FROM wards", `refused: FROM: table "wards" is not protected`, ""},
+		{"WITH adults AS (SELECT pid, sex FROM patients WHERE age >= 18) " + dp + "SUM(bmi) FROM adults", `refused: FROM: no column "bmi" in adults`,
+			"sex, COUNT(*) AS n"},
+		{"WITH adults AS (SELECT pid, sex, bmi FROM patients WHERE age >= 18) " + dp + "PERCENTILE_CONT(bmi, 2) FROM adults",
+			"refused: SELECT list: PERCENTILE_CONT(bmi, 2): the percentile p must lie in [0, 1]", "AVG(bmi) AS mean_bmi FROM patients"},
 	} {
 		charges := ledgerRows(t, owner)
 		_, _, err := queryAll(context.Background(), a, tc.sql)

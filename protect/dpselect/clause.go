@@ -67,6 +67,37 @@ func Outline(src string, pos int) (clause, table string) {
 	return clause, table
 }
 
+// Tables returns the tables named after FROM anywhere in src (in CTEs and
+// subqueries too), the outermost FROM's first, each once: a refusal's
+// example is over the first of them that is protected.
+func Tables(src string) []string {
+	_, outer := Outline(src, -1)
+	var out []string
+	if outer != "" {
+		out = append(out, outer)
+	}
+	fromNext := false
+	for _, t := range sqllex.Tokens(src) {
+		if t.Kind == sqllex.Space || t.Kind == sqllex.Comment {
+			continue
+		}
+		if fromNext && (t.Kind == sqllex.Word || t.Kind == sqllex.Quoted) && !containsFold(out, t.Value()) {
+			out = append(out, t.Value())
+		}
+		fromNext = t.Is("FROM") || t.Is("JOIN")
+	}
+	return out
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // Ident writes an identifier as SQL: as is when it is a plain word that is
 // not a keyword of this grammar, else double-quoted.
 func Ident(s string) string {

@@ -243,3 +243,11 @@ func TestOutline(t *testing.T) {
 		t.Errorf("the outermost FROM: %q", table)
 	}
 }
+
+func TestTables(t *testing.T) {
+	got := Tables(`WITH a AS (SELECT * FROM patients WHERE x IN (SELECT 1 FROM "other t")) SELECT WITH DIFFERENTIAL_PRIVACY
+		OPTIONS (mu = 1) COUNT(*) FROM a JOIN wards ON 1 JOIN PATIENTS`)
+	if strings.Join(got, ",") != "a,patients,other t,wards" {
+		t.Errorf("Tables: %q", got)
+	}
+}
