@@ -146,8 +146,10 @@ func BenchmarkOneChargeProcess(b *testing.B) {
 // on (a whole process: the memos of a benchmark's loop would hide what a
 // new process replays): fresh.db, gauss1e5.db (10^5 Gaussian charges),
 // lap1e5.db (every tenth a Laplace one) and sub1e3.db (1,000 charges, every
-// tenth subsampled as dp_avgmix's and dp_select_topm's are, 600 steps, no
-// two alike).
+// tenth subsampled as dp_avgmix's and dp_select_topm's are, 1,000 steps, no
+// two alike), subtail16.db and subtail4.db (sub1e3.db and 15 more
+// subsampled charges: no checkpoint after them, as the rule before
+// replayWeight left it, or one after every fourth, as today's).
 //
 //	DPSQL_HISTORY_DIR=/tmp/h go test ./ledger -run TestWriteHistoryFiles -v
 func TestWriteHistoryFiles(t *testing.T) {
@@ -157,7 +159,7 @@ func TestWriteHistoryFiles(t *testing.T) {
 	}
 	sub := func(i int) (mechanism.Mechanism, map[string]any) {
 		f := float64(i % 97)
-		return mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01 + 1e-5*f, Sigma: 3 + 0.01*f, Steps: 600}, map[string]any{"noise_tv": 0x1p-115}
+		return mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01 + 1e-5*f, Sigma: 1 + 0.01*f, Steps: 1000}, map[string]any{"noise_tv": 0x1p-115}
 	}
 	// A tail of 15 subsampled charges after the last checkpoint (as the
 	// rule before replayWeight left it: one every 16 others), and the same
