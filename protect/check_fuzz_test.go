@@ -18,6 +18,7 @@ func FuzzCheck(f *testing.F) {
 	f.Add(`WITH a AS (SELECT pid, age AS years, bmi FROM patients WHERE sex = 'F'), b AS (SELECT * FROM a WHERE years > 3) SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) years / 10 * 10 AS d, COUNT(*) AS n FROM b GROUP BY d HAVING n > 10 AND d IS NOT NULL ORDER BY d`)
 	f.Add(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1, confidence = 0.9) round(bmi, -1) AS r, substr(sex, 1, 1), AVG(bmi) AS m FROM (SELECT * FROM patients WHERE age < 90) AS s GROUP BY 1, substr(sex, 1, 1) HAVING m_lo > 0 OR m_hi IN (1, 'x', NULL)`)
 	f.Add(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) CAST(age AS INTEGER) % 7, strftime('%Y', sex) AS y, COUNT(*) AS n FROM patients GROUP BY CAST(age AS INTEGER) % 7, y HAVING -n / 0 IS NULL`)
+	f.Add(`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) sex, COUNT(DISTINCT pid) AS p, COUNT(DISTINCT age) AS a, PERCENTILE_CONT(bmi, 0.9) AS p90, APPROX_QUANTILES(bmi, 4, contribution_bounds_per_row => (0, 100)) AS q FROM patients GROUP BY sex`)
 	policies := map[string]Policy{"patients": {PrivacyUnit: "pid", MaxGroups: 2, MaxRows: 3, Bounds: map[string][2]float64{"bmi": {10, 60}}}}
 	cols := map[string]string{"pid": "pid", "sex": "sex", "age": "age", "bmi": "bmi"}
 	f.Fuzz(func(t *testing.T, src string) {
@@ -41,8 +42,17 @@ func FuzzCheck(f *testing.F) {
 		}
 		_ = rewrite(pl)
 		for _, a := range pl.aggs {
-			if a.kind == dpselect.Median {
+			switch {
+			case a.distinct && !a.persons:
+				_ = rewriteDistinct(pl, a)
+			case histogramKind(a.kind):
 				_ = rewriteHistogram(pl, a)
+			}
+			if a.kind == dpselect.Quantiles && !(a.param >= 1 && a.param <= MaxQuantiles) {
+				t.Fatalf("APPROX_QUANTILES with k = %v accepted", a.param)
+			}
+			if a.kind == dpselect.Percentile && !(a.param >= 0 && a.param <= 1) {
+				t.Fatalf("PERCENTILE_CONT with p = %v accepted", a.param)
 			}
 		}
 		if tv := pl.details.NoiseTVTotal; !(tv >= 0) || tv > 1e-9 {
