@@ -42,11 +42,12 @@ import (
 // 0 or 1 (the noisy minimum or maximum) reveals nothing more than the
 // histogram.
 
-// MaxQuantiles is the largest k of APPROX_QUANTILES(col, k): the output, k+1
-// numbers per group, must stay small whatever an analyst asks for (the
-// histogram has MedianBuckets buckets: more quantiles than that interpolate
-// within buckets).
-const MaxQuantiles = 1000
+// MaxQuantiles is the largest k of APPROX_QUANTILES(col, k): the histogram
+// has MedianBuckets buckets, so more quantiles than that would only
+// interpolate within buckets, and the output (k+1 numbers per released group,
+// whose number grows with the table) stays about the histogram's own size
+// whatever an analyst asks for.
+const MaxQuantiles = MedianBuckets
 
 // histogramKind reports whether aggregate kind is read off a noisy
 // histogram.
@@ -104,7 +105,7 @@ func (c *checker) aggregateForm(it dpselect.Item, a *aggPlan) error {
 	case dpselect.Quantiles:
 		if it.Param != math.Trunc(it.Param) || it.Param < 1 || it.Param > MaxQuantiles {
 			return refusef("APPROX_QUANTILES(%s, %s): the number of quantiles k must be an integer in [1, %d] "+
-				"(it returns k+1 values; the histogram has %d buckets), as in APPROX_QUANTILES(%s, 4)",
+				"(it returns k+1 values read off a histogram of %d buckets), as in APPROX_QUANTILES(%s, 4)",
 				a.column, it.ParamText, MaxQuantiles, MedianBuckets, a.column)
 		}
 		a.param = it.Param
