@@ -151,8 +151,12 @@ func (e *Engine) readDistinct(ctx context.Context, conn *sql.Conn, pl *plan, a a
 func (pl *plan) externalAggregates() error {
 	for j, it := range pl.stmt.Items {
 		if k := pl.items[j]; k >= 0 && pl.aggs[k].ownQuery() {
-			return refusef("%s is not computed outside SQLite (dpsql-beam) yet: run the statement with dpsql query "+
-				"--analyst, or leave it out", it.Name())
+			agg := it.Agg + "(" + it.Column + ")"
+			if it.Distinct {
+				agg = it.Agg + "(DISTINCT " + it.Column + ")"
+			}
+			return refusef("%s (output %s) is not computed outside SQLite (dpsql-beam) yet: run the statement with "+
+				"dpsql query --analyst, or leave it out", agg, it.Name())
 		}
 	}
 	return nil

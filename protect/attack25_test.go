@@ -510,3 +510,24 @@ func TestAttack25QuantilesOfNoisyHistograms(t *testing.T) {
 		}
 	}
 }
+
+// An engine outside SQLite (dpsql-beam) refuses the aggregates read by a
+// query of their own, naming the aggregate (the refusal named only its
+// alias: "d is not computed outside SQLite"), and plans the other new forms.
+func TestAttack25ExternalRefusalNamesAggregate(t *testing.T) {
+	in := StatementInputs{Table: "t", Policy: Policy{PrivacyUnit: "pid", MaxGroups: 1, MaxRows: 1,
+		Bounds: map[string][2]float64{"x": {0, 100}}}, Columns: map[string]string{"pid": "pid", "g": "g", "x": "x"},
+		ScopeDelta: 1e-5, KeyForms: map[string]KeyForm{`("x" / 10)`: {"BLOB", "BINARY"}, "g": {"TEXT", "BINARY"}}}
+	for _, tc := range []struct{ q, want string }{
+		{`COUNT(DISTINCT x) AS d FROM t`, "COUNT(DISTINCT x) (output d) is not computed outside SQLite"},
+		{`g, PERCENTILE_CONT(x, 0.3) AS p FROM t GROUP BY g`, "PERCENTILE_CONT(x) (output p)"},
+		{`g, APPROX_QUANTILES(x, 3) AS q FROM t GROUP BY g`, "APPROX_QUANTILES(x) (output q)"},
+		{`x / 10 AS k, COUNT(DISTINCT pid) AS p, COUNT(*) AS n FROM t GROUP BY k HAVING n > 2`, ""},
+	} {
+		in.Query = `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) ` + tc.q
+		_, err := NewStatement(in)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.q, err, tc.want)
+		}
+	}
+}
