@@ -577,3 +577,18 @@ func TestAttack25KeysCannotFail(t *testing.T) {
 		conn.Close()
 	}
 }
+
+// Through a CTE that renames a column, HAVING names an aggregate output by
+// the CTE's name for it (HAVING SUM(w) > 1 with SUM(w) AS s): it was refused
+// as "not an output" (the output's column had been renamed to the table's).
+// Outcome: a wrong refusal: fixed.
+func TestAttack25HavingAggregateThroughCTE(t *testing.T) {
+	pl, err := checkerFor(t, `WITH a AS (SELECT pid, g, x AS w FROM t) SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1)
+		g, SUM(w) AS s, COUNT(DISTINCT w) AS d FROM a GROUP BY g HAVING SUM(w) > 1 AND COUNT(DISTINCT w) > 0`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dpselect.String(pl.having.cond); !strings.Contains(got, `"s"`) || !strings.Contains(got, `"d"`) {
+		t.Errorf("HAVING reads %s, want the outputs s and d", got)
+	}
+}

@@ -109,6 +109,16 @@ func (c *checker) inlineSources() error {
 			return err
 		}
 	}
+	if st.Having != nil { // an aggregate in HAVING names its output by the source's column names
+		st.Having = dpselect.Rewrite(st.Having, func(x dpselect.Expr) dpselect.Expr {
+			if a, ok := x.(*dpselect.AggRef); ok && a.Column != "" {
+				if col, ok := src.cols[strings.ToLower(a.Column)]; ok {
+					return &dpselect.AggRef{Agg: a.Agg, Column: col, Distinct: a.Distinct}
+				}
+			}
+			return x
+		})
+	}
 	st.Where = and(src.where, st.Where)
 	st.Table = base
 	st.With = nil
