@@ -214,6 +214,11 @@ func TestAttack25IsolatingKeyNotReleased(t *testing.T) {
 // the selection's), a crash: fixed, HAVING reads a time.Time as its text.
 func TestAttack25HavingOnDateKey(t *testing.T) {
 	rows := [][]any{{dateKey("2020-01-02"), int64(40)}, {dateKey("2020-01-01"), int64(7)}, {"garbage", int64(50)}}
+	// A BOOLEAN column's key comes back as a bool: its integer to SQLite.
+	hb := havingFor(t, `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) d, COUNT(*) AS n FROM t GROUP BY d HAVING d = 1 AND d + 1 = 2`)
+	if got := len(hb.filterRows([][]any{{true, int64(1)}, {false, int64(1)}})); got != 1 {
+		t.Errorf("HAVING d = 1 over BOOLEAN keys true and false kept %d rows, want 1", got)
+	}
 	for _, tc := range []struct {
 		having string
 		want   int

@@ -146,10 +146,14 @@ func boolValue(t int) any {
 
 // sqlValue is a released value as SQLite holds it: the driver returns a
 // DATE, DATETIME or TIMESTAMP column's text as a time.Time, which is text
-// to SQLite (spelled as the driver writes times).
+// to SQLite (spelled as the driver writes times), and a BOOLEAN column's
+// integer as a bool.
 func sqlValue(v any) any {
-	if t, ok := v.(time.Time); ok {
-		return t.Format(sqliteTime)
+	switch x := v.(type) {
+	case time.Time:
+		return x.Format(sqliteTime)
+	case bool: // a BOOLEAN column's integer
+		return int64(b2i(x))
 	}
 	return v
 }
