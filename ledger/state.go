@@ -44,13 +44,14 @@ type statusMemo struct {
 }
 
 // figures returns s's figures as dp_scope_state must hold them (MuSpent,
-// MuRemaining, EpsilonSpent, EpsilonRigorous): computed by status once per
-// state, or, for a state made by a charge (with), those the charge recorded.
+// EpsilonSpent, EpsilonRigorous; MuRemaining is ownRoom's): computed by
+// statusBut once per state, or, for a state made by a charge (with), those
+// the charge recorded.
 func (s *scopeState) figures(name string) (Status, error) {
 	if s.fig == nil {
-		return s.status(name)
+		return s.statusBut(name)
 	}
-	s.fig.once.Do(func() { s.fig.st, s.fig.err = s.status(name) })
+	s.fig.once.Do(func() { s.fig.st, s.fig.err = s.statusBut(name) })
 	return s.fig.st, s.fig.err
 }
 
@@ -368,6 +369,22 @@ func (s *scopeState) account(name string, ms []mechanism.Mechanism) error {
 
 // status returns the scope's figures as dp_budget_status shows them.
 func (s *scopeState) status(name string) (Status, error) {
+	st, err := s.statusBut(name)
+	if err != nil || s.entries == 0 {
+		return st, err
+	}
+	r, err := s.ownRoom(context.Background())
+	if err != nil {
+		return st, fmt.Errorf("scope %q cannot be accounted: %w", name, err)
+	}
+	st.MuRemaining = r
+	return st, nil
+}
+
+// statusBut is status but for what the scope can still charge (MuRemaining
+// is left at the budget's mu): the figures a charge's cheap checks compare
+// (the room, a search, is Verify's to recompute).
+func (s *scopeState) statusBut(name string) (Status, error) {
 	b := s.budget
 	st := Status{Scope: name, MuBudget: b.Mu, Delta: b.Delta, Entries: s.entries, MuRemaining: b.Mu, Neighbours: b.Relation()}
 	if b.Epsilon > 0 {
@@ -377,11 +394,6 @@ func (s *scopeState) status(name string) (Status, error) {
 		return st, nil
 	}
 	st.MuSpent = b.Shown(math.Sqrt(s.spend.SumSq))
-	r, err := s.ownRoom(context.Background())
-	if err != nil {
-		return st, fmt.Errorf("scope %q cannot be accounted: %w", name, err)
-	}
-	st.MuRemaining = r
 	if st.EpsilonSpent = math.Inf(1); !math.IsInf(st.MuSpent, 1) {
 		st.EpsilonSpent, _ = accountant.Epsilon(st.MuSpent, b.Delta)
 	}

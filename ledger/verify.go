@@ -126,7 +126,7 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 			return rep, err
 		}
 	}
-	if rep.Scopes, rep.Notes, err = compareStates(ctx, db, fs, v >= 1); err != nil {
+	if rep.Scopes, rep.Notes, err = compareStates(ctx, db, fs, v >= 1, true); err != nil {
 		return rep, err
 	}
 	// Every checkpoint against the rows before it, and the compositions
@@ -251,7 +251,7 @@ func rigorousAgrees(got, want float64) (exact, earlier bool) {
 	return false, got >= want*(1-earlierRule) && got <= want*(1+earlierRule)
 }
 
-func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal bool) (int, []string, error) {
+func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal, withRoom bool) (int, []string, error) {
 	type recorded struct {
 		through                  int64
 		spent, remaining, epsGDP float64
@@ -299,6 +299,13 @@ func compareStates(ctx context.Context, db Queryer, fs *fileState, withTotal boo
 		want, err := sc.figures(name)
 		if err != nil {
 			return n, nil, err
+		}
+		if withRoom {
+			if want.MuRemaining, err = sc.ownRoom(ctx); err != nil {
+				return n, nil, fmt.Errorf("scope %q cannot be accounted: %w", name, err)
+			}
+		} else {
+			got.remaining = want.MuRemaining // a search: left to Verify
 		}
 		epsGDP := math.Inf(1) // epsilon_spent is the epsilon of the recorded mu_spent (checked first)
 		if !math.IsInf(got.spent, 1) {
