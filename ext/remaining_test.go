@@ -95,3 +95,36 @@ func TestRemainingHugeBudget(t *testing.T) {
 	}
 	t.Logf("room %v; refusal: %v", r, err)
 }
+
+// The issue's worst refusals, through SQL, in words a user knows (issue 23,
+// part 2): no PLD error, no +Inf, no JSON decoder's message.
+func TestRefusalsInWords(t *testing.T) {
+	ctx := context.Background()
+	db, err := ext.Open(filepath.Join(t.TempDir(), "w.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `SELECT dp_init(1.0)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `SELECT dp_laplace(0, 1, 0.5)`); err != nil { // a mixed scope
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ q, want string }{
+		{`SELECT dp_laplace(1, 1, 1e300)`, "dp_laplace: privacy budget exceeded in scope \"default\": this laplace call alone needs epsilon = 1e+300 at delta = 1e-05, over the budget of"},
+		{`SELECT gdp_spend(1e300)`, "gdp_spend: privacy budget exceeded in scope \"default\": this external call alone needs mu = 1e+300, over the budget of 1; nothing was released"},
+		{`SELECT dp_gaussian('[1e400]', 1, 0.001)`, "dp_gaussian: x: vector element 0 (1e400) is out of range"},
+	} {
+		_, err := db.ExecContext(ctx, tc.q)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v\nwant %s", tc.q, err, tc.want)
+			continue
+		}
+		for _, bad := range []string{"Inf", "pld:", "json:", "noise_tv", "NaN"} {
+			if strings.Contains(err.Error(), bad) {
+				t.Errorf("%s: %q holds %q", tc.q, err, bad)
+			}
+		}
+	}
+}
