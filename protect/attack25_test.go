@@ -597,3 +597,23 @@ func TestAttack25HavingAggregateThroughCTE(t *testing.T) {
 		t.Errorf("HAVING reads %s, want the outputs s and d", got)
 	}
 }
+
+// A syntax error inside a CTE is refused naming WITH, not OPTIONS (which
+// the statement's OPTIONS did not cause). Outcome: a misleading message:
+// fixed.
+func TestAttack25CTESyntaxErrorNamesWith(t *testing.T) {
+	for _, tc := range []struct{ q, want string }{
+		{`WITH patients AS (SELECT * FROM patients) SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) AS n FROM patients`, "refused: WITH: "},
+		{`EXPLAIN WITH a AS (SELECT * FROM t LIMIT 1) SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) AS n FROM a`, "refused: WITH: "},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = = 1) COUNT(*) AS n FROM t`, "refused: OPTIONS: "},
+		{`WITH a AS (SELECT * FROM t) SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = = 1) COUNT(*) AS n FROM a`, "refused: OPTIONS: "},
+	} {
+		_, err := dpselect.Parse(tc.q)
+		if err == nil {
+			t.Fatalf("%s parsed", tc.q)
+		}
+		if got := syntaxRefusal(tc.q, err).Error(); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: %s, want it to start %q", tc.q, got, tc.want)
+		}
+	}
+}

@@ -196,9 +196,17 @@ func syntaxRefusal(query string, err error) *Refusal {
 	r := &Refusal{Msg: err.Error()}
 	var se *dpselect.SyntaxError
 	if errors.As(err, &se) && se.Pos > 0 {
-		// Before the SELECT list there is only OPTIONS to get wrong.
+		// Before the SELECT list there is only OPTIONS to get wrong, or
+		// the CTEs of a statement that starts WITH.
 		if r.Clause, _ = dpselect.Outline(query, se.Pos); r.Clause == "" {
 			r.Clause = dpselect.ClauseOptions
+			head := strings.Fields(strings.ToUpper(query))
+			if len(head) > 1 && head[0] == "EXPLAIN" {
+				head = head[1:]
+			}
+			if len(head) > 0 && strings.HasPrefix(head[0], "WITH") && !strings.Contains(strings.ToUpper(query[:se.Pos]), "DIFFERENTIAL_PRIVACY") {
+				r.Clause = "WITH"
+			}
 		}
 	}
 	return r
