@@ -2,6 +2,7 @@ package protect
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -25,7 +26,7 @@ import (
 // values outside the bounds. Every other person holds at most max_rows rows
 // in at most max_groups groups, so the bounding keeps all of theirs and the
 // neighbours' exact figures differ by the heavy person's kept rows alone.
-func neighbours25(t *testing.T, p Policy) (e0, e1 *Engine) {
+func neighbours25(t *testing.T, p Policy, setup ...string) (e0, e1 *Engine) {
 	t.Helper()
 	fill := func(heavy bool) func(ins func(pid, g, x any)) {
 		return func(ins func(pid, g, x any)) {
@@ -53,8 +54,15 @@ func neighbours25(t *testing.T, p Policy) (e0, e1 *Engine) {
 			}
 		}
 	}
-	e0, _ = testDB(t, 1e6, p, fill(false))
-	e1, _ = testDB(t, 1e6, p, fill(true))
+	e0, db0 := testDB(t, 1e6, p, fill(false))
+	e1, db1 := testDB(t, 1e6, p, fill(true))
+	for _, q := range setup { // public tables (join_test.go), the same in both
+		for _, db := range []*sql.DB{db0, db1} {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	return e0, e1
 }
 

@@ -155,6 +155,9 @@ type plan struct {
 	// keyInfo is, per GROUP BY key, its expression if it is computed
 	// (groupkeys.go).
 	keyInfo []keyInfo
+	// join is the statement's join with a public table (join.go); nil
+	// without one.
+	join *joinPlan
 }
 
 // Refusal is an analyst statement refused before anything was read or
@@ -189,7 +192,15 @@ func refusef(format string, args ...any) error {
 // the schema is known (completePlan, budget.go).
 func checkStatement(st *dpselect.Statement, policies map[string]Policy, cols map[string]string,
 	scopeDelta float64) (*plan, error) {
+	return checkJoined(st, policies, cols, nil, scopeDelta)
+}
+
+// checkJoined is checkStatement with the schema of the public table the
+// statement joins (nil: none, and a join is refused).
+func checkJoined(st *dpselect.Statement, policies map[string]Policy, cols map[string]string, pub *publicTable,
+	scopeDelta float64) (*plan, error) {
 	c := newChecker(st, policies, cols, scopeDelta)
+	c.pub = pub
 	if err := c.run(checkerSteps...); err != nil {
 		return nil, err
 	}
@@ -211,6 +222,7 @@ type checker struct {
 	scopeDelta float64
 	pl         *plan
 
+	pub     *publicTable    // the joined public table's schema, nil if none was read
 	opt     stmtOptions     // set by options
 	outputs map[string]bool // the outputs' lower-case names, set by items and intervals
 }
@@ -273,7 +285,7 @@ func (c *checker) from() error {
 			"(query public tables with plain SQL)", c.st.Table)
 	}
 	c.pl.table, c.pl.policy = table, c.policies[table]
-	return nil
+	return c.join() // a join with a public table (join.go)
 }
 
 // privacyUnit checks that the policy's privacy-unit column exists; every

@@ -143,7 +143,13 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 			}
 		}
 	}
-	pl, err := checkStatement(st, policies, cols, b.Delta)
+	var pub *publicTable
+	if st.Join != nil && cols != nil {
+		if pub, err = readPublicTable(ctx, conn, st.Join.Table); err != nil {
+			return nil, err
+		}
+	}
+	pl, err := checkJoined(st, policies, cols, pub, b.Delta)
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +215,9 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 		keyValues = append(keyValues, vals)
 	}
 	if err := completePlan(pl, numeric, unitUnique, facts, keyValues); err != nil {
+		return nil, err
+	}
+	if err := pl.boundJoinWork(ctx, conn); err != nil { // join.go
 		return nil, err
 	}
 	return pl, nil
@@ -341,6 +350,12 @@ func authorized(conn *sql.Conn, pl *plan, f func(denied *string) error) error {
 			return sqlite3.SQLITE_OK
 		case sqlite3.SQLITE_READ:
 			if strings.EqualFold(a1, pl.table) && a3 == "main" && (a2 == "" || pl.reads[strings.ToLower(a2)]) {
+				return sqlite3.SQLITE_OK
+			}
+			if j := pl.join; j != nil && strings.EqualFold(a1, j.pub.name) && a3 == "main" && (a2 == "" || j.reads[strings.ToLower(a2)]) {
+				return sqlite3.SQLITE_OK
+			}
+			if pl.join != nil && strings.EqualFold(a1, pl.table) && a3 == "main" && strings.EqualFold(a2, "rowid") && pl.policy.PrivacyUnit == "" {
 				return sqlite3.SQLITE_OK
 			}
 			for _, ks := range pl.keySources {

@@ -236,9 +236,28 @@ func (pl *plan) readKeyForms(ctx context.Context, conn *sql.Conn) (map[string]Ke
 			cols = append(cols, pl.keyInfo[i].inherit)
 		}
 	}
-	colForms, err := readKeyForms(ctx, conn, pl.table, cols)
+	var own, pubCols []string
+	for _, c := range cols {
+		if pl.join != nil && pl.join.flat[strings.ToLower(c)] != "" {
+			pubCols = append(pubCols, pl.join.flat[strings.ToLower(c)])
+		} else {
+			own = append(own, c)
+		}
+	}
+	colForms, err := readKeyForms(ctx, conn, pl.table, own)
 	if err != nil {
 		return nil, err
+	}
+	if len(pubCols) > 0 { // public columns of a join (join.go), by their flat names
+		pubForms, err := readKeyForms(ctx, conn, pl.join.pub.name, pubCols)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cols {
+			if q := pl.join.flat[strings.ToLower(c)]; q != "" {
+				colForms[c] = pubForms[q]
+			}
+		}
 	}
 	forms := make(map[string]KeyForm, len(pl.keys))
 	for i, k := range pl.keys {

@@ -153,6 +153,14 @@ func newRewriter(pl *plan) *rewriter {
 		r.keys[i], r.kk[i] = pl.keyExpr(i), "_k"+strconv.Itoa(i)
 	}
 	switch {
+	case pl.join != nil:
+		// The joined rows (join.go), bounded per person after the join;
+		// when each protected row is a person, by joinUnit, one row each.
+		r.table = pl.joinedRows()
+		r.unit = dpselect.QuoteIdent(pl.policy.PrivacyUnit)
+		if pl.policy.PrivacyUnit == "" || pl.unitUnique {
+			r.unit = joinUnit
+		}
 	case pl.unitUnique:
 		// One row per person at most: nothing to bound, but rows without a
 		// person are dropped as below.

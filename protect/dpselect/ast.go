@@ -57,6 +57,22 @@ type Statement struct {
 	With    []CTE
 	OrderBy []OrderTerm
 	Limit   int64 // -1 if absent
+	// Alias is the FROM table's alias ("" if none; only with a join).
+	Alias string
+	// Join is the one join after the FROM table; nil if none.
+	Join *Join
+}
+
+// Join is FROM table [AS alias] [INNER | LEFT [OUTER]] JOIN table [AS
+// alias] ON a.x = b.y [AND ...] | USING (col, ...): which tables it may name
+// is the checker's decision (package protect).
+type Join struct {
+	Table, Alias string
+	Left         bool
+	// On are the ON clause's equalities, each between two columns (their
+	// qualifiers as written); Using are USING's columns. One of them is set.
+	On    [][2]*Col
+	Using []string
 }
 
 // CTE is one WITH name AS (SELECT ...), or a subquery in FROM.
@@ -132,6 +148,7 @@ const (
 // or an expression, or an aggregate.
 type Item struct {
 	Column string      // the key column, or the aggregate's argument ("" for COUNT(*))
+	Qual   string      // Column's table qualifier as written ("" if none)
 	Expr   Expr        // a computed group key (Agg == "", Column == ""); nil otherwise
 	Agg    string      // "", Count, Sum, Avg, Var, Std, Median, Percentile or Quantiles
 	Bounds *[2]float64 // contribution_bounds_per_group (or _per_row), if given
@@ -180,8 +197,10 @@ type Expr interface {
 // Lit is a literal. Kind is "number", "string", "blob", "null", "true" or "false".
 type Lit struct{ Kind, Text string }
 
-// Col is a column reference (a table qualifier, if written, must name the FROM table).
-type Col struct{ Name string }
+// Col is a column reference. Qual is its table qualifier as written, ""
+// if none: without a join it must name the FROM table; with one, the
+// checker resolves it (and clears it). SQL does not render it.
+type Col struct{ Name, Qual string }
 
 // Unary is -x, +x, ~x or NOT x.
 type Unary struct {

@@ -23,9 +23,9 @@ const MaxLikePattern = 1000
 const maxDepth = 100
 
 // joinRefusal says why joins are refused, and what to write instead.
-const joinRefusal = "joins are not accepted yet: a DP SELECT reads one protected table, directly or through " +
-	"CTEs and subqueries that filter it and select its columns (a join could repeat a person's rows or mix " +
-	"privacy units); to bring in a public table's values, filter with WHERE col IN (...) literals"
+const joinRefusal = "this join is not accepted: a DP SELECT reads one protected table, directly or through " +
+	"CTEs and subqueries that filter it and select its columns, or joins that table (named directly) with one " +
+	"public table: FROM protected [AS p] [INNER | LEFT [OUTER]] JOIN public [AS q] ON p.col = q.col [AND ...] | USING (col)"
 
 // dpStart reports whether toks (after EXPLAIN) start a DP statement: SELECT
 // WITH DIFFERENTIAL_PRIVACY, possibly after WITH name AS (...), ... (CTEs,
@@ -278,12 +278,8 @@ func Parse(src string) (*Statement, error) {
 	if p.peek().op(".") {
 		return nil, p.errf("schema-qualified tables are not accepted; name the protected table alone")
 	}
-	if t := p.peek(); t.op(",") || t.is("JOIN") || t.is("LEFT") || t.is("INNER") || t.is("CROSS") || t.is("NATURAL") ||
-		t.is("RIGHT") || t.is("FULL") {
-		return nil, p.errf(joinRefusal)
-	}
-	if t := p.peek(); t.kind == tIdent && !reserved[strings.ToUpper(t.text)] || t.is("AS") {
-		return nil, p.errf("table aliases are not accepted")
+	if err := p.join(st); err != nil {
+		return nil, err
 	}
 	if p.kw("WHERE") {
 		if st.Where, err = p.expr(); err != nil {
@@ -351,7 +347,7 @@ func Parse(src string) (*Statement, error) {
 		}
 	}
 	for _, q := range p.quals {
-		if !strings.EqualFold(q, st.Table) {
+		if st.Join == nil && !strings.EqualFold(q, st.Table) {
 			return nil, &SyntaxError{Msg: fmt.Sprintf("column qualifier %q is not the FROM table %q", q, st.Table)}
 		}
 	}
@@ -408,17 +404,19 @@ func (p *parser) options(st *Statement) error {
 	return p.expectOp(")")
 }
 
-// column reads a column name, optionally qualified by a table name (dropped).
-func (p *parser) column() (string, error) {
+// column reads a column name, optionally qualified by a table name
+// (returned as qual, and recorded in p.quals).
+func (p *parser) column() (name, qual string, err error) {
 	c, err := p.ident("a column name")
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if p.isOp(".") {
 		p.quals = append(p.quals, c)
-		return p.ident("a column name after the table qualifier")
+		n, err := p.ident("a column name after the table qualifier")
+		return n, c, err
 	}
-	return c, nil
+	return c, "", nil
 }
 
 // dpAggregate reports whether name (upper case) is a DP aggregate.
@@ -460,11 +458,11 @@ func (p *parser) item() (Item, error) {
 				}
 				it.Distinct = true
 			}
-			c, err := p.column()
+			c, q, err := p.column()
 			if err != nil {
 				return it, fmt.Errorf("%w (aggregates take one column)", err)
 			}
-			it.Column = c
+			it.Column, it.Qual = c, q
 		}
 		if agg == Percentile || agg == Quantiles {
 			if err := p.param(&it); err != nil {
@@ -490,7 +488,7 @@ func (p *parser) item() (Item, error) {
 		}
 		switch x := x.(type) {
 		case *Col:
-			it.Column = x.Name
+			it.Column, it.Qual = x.Name, x.Qual
 		case *Call:
 			if sqlAggregates[x.Name] && (len(x.Args) == 1 || x.Name != "min" && x.Name != "max") {
 				return it, &SyntaxError{Pos: t.pos, Msg: fmt.Sprintf("%s(...) is not a DP aggregate: use COUNT(*), COUNT(col), "+
@@ -913,7 +911,7 @@ func (p *parser) primary() (Expr, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &Col{Name: c}, nil
+			return &Col{Name: c, Qual: t.text}, nil
 		}
 		return &Col{Name: t.text}, nil
 	}
@@ -1099,7 +1097,7 @@ func (p *parser) aggRef(name token) (Expr, error) {
 	a := &AggRef{Agg: strings.ToUpper(name.text)}
 	a.Distinct = p.kw("DISTINCT")
 	if a.Distinct || !p.isOp("*") {
-		c, err := p.column()
+		c, _, err := p.column()
 		if err != nil {
 			return nil, err
 		}
@@ -1147,4 +1145,125 @@ func (p *parser) caseExpr() (Expr, error) {
 		c.Else = x
 	}
 	return c, p.expectKw("END")
+}
+
+// joinStart reports whether t starts a join (or a comma join).
+func joinStart(t token) bool {
+	return t.op(",") || t.is("JOIN") || t.is("LEFT") || t.is("INNER") || t.is("CROSS") || t.is("NATURAL") ||
+		t.is("RIGHT") || t.is("FULL")
+}
+
+// tableAlias reads an optional [AS] alias after a table name.
+func (p *parser) tableAlias() (string, error) {
+	if p.kw("AS") {
+		return p.ident("a table alias")
+	}
+	if t := p.peek(); t.kind == tIdent && (t.quoted || !reserved[strings.ToUpper(t.text)]) && !joinStart(t) &&
+		!t.is("RIGHT") && !t.is("FULL") && !t.is("OUTER") {
+		p.next()
+		return t.text, nil
+	}
+	return "", nil
+}
+
+// join reads what follows the FROM table: an optional alias and one
+// [INNER] JOIN or LEFT [OUTER] JOIN with ON equalities of columns or USING
+// (columns). Other joins, a second join, and a join after a CTE or a
+// subquery are refused with what is accepted.
+func (p *parser) join(st *Statement) error {
+	alias, err := p.tableAlias()
+	if err != nil {
+		return err
+	}
+	t := p.peek()
+	if !joinStart(t) {
+		if alias != "" {
+			return p.errf("table aliases are accepted with a join only")
+		}
+		return nil
+	}
+	if len(st.With) > 0 {
+		return p.errf("%s (the joined tables are named directly, not through CTEs or subqueries)", joinRefusal)
+	}
+	j := &Join{}
+	switch {
+	case p.kw("INNER"):
+		if err := p.expectKw("JOIN"); err != nil {
+			return err
+		}
+	case p.kw("LEFT"):
+		p.kw("OUTER")
+		if err := p.expectKw("JOIN"); err != nil {
+			return err
+		}
+		j.Left = true
+	case p.kw("JOIN"):
+	default:
+		return p.errf("%s (%s joins are not accepted)", joinRefusal, strings.ToUpper(t.text))
+	}
+	if p.peek().op("(") {
+		return p.errf("%s (a subquery is not accepted as the joined table)", joinRefusal)
+	}
+	if j.Table, err = p.ident("the joined table's name"); err != nil {
+		return err
+	}
+	if p.peek().op(".") {
+		return p.errf("schema-qualified tables are not accepted; name the public table alone")
+	}
+	if j.Alias, err = p.tableAlias(); err != nil {
+		return err
+	}
+	switch {
+	case p.kw("USING"):
+		if err := p.expectOp("("); err != nil {
+			return err
+		}
+		for {
+			c, err := p.ident("a column name in USING")
+			if err != nil {
+				return err
+			}
+			j.Using = append(j.Using, c)
+			if !p.isOp(",") {
+				break
+			}
+		}
+		if err := p.expectOp(")"); err != nil {
+			return err
+		}
+	case p.kw("ON"):
+		for {
+			var pair [2]*Col
+			for k := range pair {
+				if k == 1 {
+					if !p.isOp("=") && !p.isOp("==") {
+						return p.errf("%s (ON takes equalities of two columns joined by AND)", joinRefusal)
+					}
+				}
+				t := p.peek()
+				if t.kind != tIdent || (!t.quoted && reserved[strings.ToUpper(t.text)]) || p.toks[p.i+1].op("(") {
+					return p.errf("%s (ON takes equalities of two columns joined by AND)", joinRefusal)
+				}
+				n, q, err := p.column()
+				if err != nil {
+					return err
+				}
+				pair[k] = &Col{Name: n, Qual: q}
+			}
+			j.On = append(j.On, pair)
+			if !p.kw("AND") {
+				break
+			}
+		}
+		if t := p.peek(); t.is("OR") || t.kind == tOp && t.text != ";" && t.text != ")" && t.text != "," {
+			return p.errf("%s (ON takes equalities of two columns joined by AND)", joinRefusal)
+		}
+	default:
+		return p.errf("%s (a join needs ON or USING)", joinRefusal)
+	}
+	st.Alias, st.Join = alias, j
+	if joinStart(p.peek()) {
+		return p.errf("%s (one join only)", joinRefusal)
+	}
+	return nil
 }

@@ -83,8 +83,8 @@ func TestParseRefusals(t *testing.T) {
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t GROUP BY count(*)`, "aggregates are not accepted inside expressions"},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) min(x) FROM t`, "not a DP aggregate"},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t UNION SELECT 1`, "compound"},
-		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t, u`, "joins"},
-		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t JOIN u`, "joins"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t, u`, "this join is not accepted"},
+		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t JOIN u`, "a join needs ON or USING"},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE x IN (SELECT 1)`, "subqueries"},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE EXISTS (SELECT 1)`, "subqueries"},
 		{`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) count(*) FROM t WHERE x = (SELECT 1)`, "subqueries"},
@@ -249,5 +249,47 @@ func TestTables(t *testing.T) {
 		OPTIONS (mu = 1) COUNT(*) FROM a JOIN wards ON 1 JOIN PATIENTS`)
 	if strings.Join(got, ",") != "a,patients,other t,wards" {
 		t.Errorf("Tables: %q", got)
+	}
+}
+
+// The one join form: [INNER] JOIN or LEFT [OUTER] JOIN of one table, ON
+// equalities of columns or USING; everything else refused with what is
+// accepted.
+func TestParseJoin(t *testing.T) {
+	const dp = `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) `
+	st, err := Parse(dp + `q.region, COUNT(*), SUM(p.x) FROM t AS p LEFT OUTER JOIN lookup q ON p.g = q.g AND q.k = p.k WHERE q.region IS NOT NULL GROUP BY q.region`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := st.Join
+	if j == nil || j.Table != "lookup" || j.Alias != "q" || !j.Left || st.Alias != "p" || len(j.On) != 2 ||
+		j.On[1][0].Qual != "q" || j.On[1][0].Name != "k" || st.Items[0].Qual != "q" || st.Items[2].Qual != "p" {
+		t.Fatalf("parsed %+v, join %+v", st, j)
+	}
+	st, err = Parse(dp + `COUNT(*) FROM t INNER JOIN lookup USING (g, k)`)
+	if err != nil || st.Join == nil || st.Join.Left || len(st.Join.Using) != 2 {
+		t.Fatalf("USING: %v %+v", err, st)
+	}
+	if st, err = Parse(dp + `COUNT(*) FROM t JOIN lookup ON t.g == lookup.g`); err != nil || len(st.Join.On) != 1 {
+		t.Fatalf("ON ==: %v", err)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{`COUNT(*) FROM t CROSS JOIN u`, "CROSS joins are not accepted"},
+		{`COUNT(*) FROM t NATURAL JOIN u`, "NATURAL joins are not accepted"},
+		{`COUNT(*) FROM t RIGHT JOIN u USING (g)`, "RIGHT joins are not accepted"},
+		{`COUNT(*) FROM t FULL OUTER JOIN u USING (g)`, "FULL joins are not accepted"},
+		{`COUNT(*) FROM t JOIN u ON t.g > u.g`, "ON takes equalities"},
+		{`COUNT(*) FROM t JOIN u ON t.g = u.g OR t.h = u.h`, "ON takes equalities"},
+		{`COUNT(*) FROM t JOIN u ON lower(t.g) = u.g`, "ON takes equalities"},
+		{`COUNT(*) FROM t JOIN u ON t.g = 1`, "ON takes equalities"},
+		{`COUNT(*) FROM t JOIN u USING (g) JOIN v USING (g)`, "one join only"},
+		{`COUNT(*) FROM t JOIN (SELECT g FROM u) AS v USING (g)`, "subquery is not accepted"},
+		{`COUNT(*) FROM t JOIN main.u USING (g)`, "schema-qualified"},
+		{`COUNT(*) FROM t AS p WHERE p.x = 1`, "aliases are accepted with a join only"},
+		{`COUNT(*) FROM (SELECT pid, g FROM t) AS s JOIN u USING (g)`, "not through CTEs or subqueries"},
+	} {
+		if _, err := Parse(dp + tc.src); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.src, err, tc.want)
+		}
 	}
 }
