@@ -5,6 +5,8 @@
 //	SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (name = number | 'string', ...)
 //	       item, ...
 //	FROM table | cte | (SELECT ... FROM table | cte [WHERE expr]) [AS] name
+//	     | table [[AS] alias] [INNER | LEFT [OUTER]] JOIN table [[AS] alias]
+//	       ON col = col [AND col = col ...] | USING (col, ...)
 //	[WHERE expr]
 //	[GROUP BY key, ...]
 //	[HAVING condition on outputs]
