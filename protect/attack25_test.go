@@ -625,3 +625,22 @@ func TestAttack25CTESyntaxErrorNamesWith(t *testing.T) {
 		}
 	}
 }
+
+// A join's public key column under NOCASE: the heavy person's rows join to
+// 'NORTH', everyone else's to 'north'; the released key is the canonical
+// 'north' (lower()) with or without them, never the spelling of the row
+// SQLite happened to keep. Outcome: held.
+func TestAttack25JoinPublicKeySpelling(t *testing.T) {
+	p := Policy{PrivacyUnit: "pid", MaxGroups: 2, MaxRows: 2, Bounds: map[string][2]float64{"x": {0, 100}}}
+	e0, e1 := neighbours25(t, p, `CREATE TABLE regions (g TEXT, region TEXT COLLATE NOCASE)`,
+		`INSERT INTO regions VALUES ('c', 'NORTH'), ('d', 'NoRtH'), ('a', 'north'), ('b', 'north'), ('1', 'north')`)
+	q := `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) region, COUNT(*) AS n FROM t JOIN regions USING (g) GROUP BY region`
+	for _, e := range []*Engine{e0, e1} {
+		for range 5 {
+			_, gs := exact(t, e, q)
+			if len(gs) != 1 || gs[0].keys[0] != "north" {
+				t.Fatalf("GROUP BY a NOCASE public column: groups %v, want one keyed 'north'", gs)
+			}
+		}
+	}
+}
