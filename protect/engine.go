@@ -54,12 +54,12 @@ func EngineFor(path string) (*Engine, error) {
 	q := url.Values{}
 	q.Set("_busy_timeout", "10000")
 	q.Set("_query_only", "1")
-	db, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	db, err := sql.Open(readDriver, "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
 	if err != nil {
 		return nil, err
 	}
 	db.SetMaxOpenConns(4)
-	meta, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	meta, err := sql.Open(readDriver, "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
 	if err != nil {
 		db.Close()
 		return nil, err
