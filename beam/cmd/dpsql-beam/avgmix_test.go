@@ -196,6 +196,16 @@ func outcomes(t *testing.T, db *sql.DB, job string) []Outcome {
 // module replaces) on the file and fails unless it passes.
 func auditVerify(t *testing.T, path string) {
 	t.Helper()
+	out, err := exec.Command(dpsqlBinary(t), "audit", "verify", path).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ledger OK") {
+		t.Fatalf("dpsql audit verify %s: %v\n%s", path, err, out)
+	}
+}
+
+// dpsqlBinary returns the path of dpsql, built once per test binary from the
+// root module this module replaces.
+func dpsqlBinary(t *testing.T) string {
+	t.Helper()
 	dpsqlOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "dpsql-bin-")
 		if err != nil {
@@ -212,10 +222,7 @@ func auditVerify(t *testing.T, path string) {
 	if dpsqlErr != nil {
 		t.Fatal(dpsqlErr)
 	}
-	out, err := exec.Command(dpsqlBin, "audit", "verify", path).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "ledger OK") {
-		t.Fatalf("dpsql audit verify %s: %v\n%s", path, err, out)
-	}
+	return dpsqlBin
 }
 
 var (
