@@ -1,9 +1,7 @@
 package pld
 
 import (
-	"errors"
 	"fmt"
-	"math"
 )
 
 // LaplaceInf returns a PLD that dominates a mechanism which is Laplace noise
@@ -33,23 +31,7 @@ func (c Config) LaplaceInf(epsilon, delta float64) (*PLD, error) {
 	if !finitePos(epsilon) {
 		return nil, fmt.Errorf("pld: laplace needs a positive finite epsilon, got %v", epsilon)
 	}
-	c, err := c.withDefaults()
-	if err != nil {
-		return nil, err
-	}
 	// The shift is discretised by connect the dots (see GaussianMuInf):
 	// rounding it up to a whole grid step cost a step of epsilon per entry.
-	sc := shiftCurve{c: laplaceCurve{epsilon}, s: -math.Log1p(-delta) * (1 + 4*unitRoundoff), inf: delta}
-	for h := c.Interval; ; h *= 2 {
-		rem, err := build(sc, laplaceCurve{epsilon}, h, c.Tail, c.MaxBins)
-		var wide errTooWide
-		if errors.As(err, &wide) && h < 1 {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		p := &PLD{h: h, tail: c.Tail, maxBins: c.MaxBins, rem: rem}
-		return p, p.trim()
-	}
+	return c.shiftedInf(laplaceCurve{epsilon}, delta)
 }

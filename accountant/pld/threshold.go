@@ -33,15 +33,21 @@ func (c Config) GaussianMuInf(mu, delta float64) (*PLD, error) {
 	if !finitePos(mu) {
 		return nil, fmt.Errorf("pld: mu must be positive and finite, got %v", mu)
 	}
+	return c.shiftedInf(gaussCurve{mu}, delta)
+}
+
+// shiftedInf returns the PLD of base's loss measure shifted up by
+// -log(1-delta) with delta at +infinity (see GaussianMuInf), discretised by
+// connect the dots. base, symmetric, bounds the shifted measure's lower tail,
+// which lies above its own.
+func (c Config) shiftedInf(base curve, delta float64) (*PLD, error) {
 	c, err := c.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	sc := shiftCurve{c: gaussCurve{mu}, s: -math.Log1p(-delta) * (1 + 4*unitRoundoff), inf: delta}
+	sc := shiftCurve{c: base, s: -math.Log1p(-delta) * (1 + 4*unitRoundoff), inf: delta}
 	for h := c.Interval; ; h *= 2 {
-		// The lower tail of the shifted measure lies above the Gaussian's:
-		// the Gaussian (symmetric) bounds it.
-		rem, err := build(sc, gaussCurve{mu}, h, c.Tail, c.MaxBins)
+		rem, err := build(sc, base, h, c.Tail, c.MaxBins)
 		var wide errTooWide
 		if errors.As(err, &wide) && h < 1 {
 			continue
