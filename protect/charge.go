@@ -4,9 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 
 	"github.com/dpsql/dpsql/ledger"
+	"github.com/dpsql/dpsql/mechanism"
 )
 
 // Charge before read. Whether a DP statement is charged, and how much, must
@@ -46,19 +46,14 @@ func (e *Stopped) Error() string {
 
 // Cost says what the statement was charged, in the terms its OPTIONS gave:
 // "mu 0.5", or "epsilon 1, delta 1e-06" (with the charge's mu when the noise
-// was Gaussian; Laplace noise has no finite mu, which is never printed).
+// was Gaussian; Laplace noise has no finite mu, which is never printed), as
+// mechanism.Cost prints a ledger entry everywhere else.
 func (e *Stopped) Cost() string {
-	mu := e.Receipt.Mu
-	if e.Epsilon <= 0 {
-		if math.IsInf(mu, 1) { // not from a protected-mode plan: the scope's epsilon is all there is
-			return fmt.Sprintf("no finite mu; the scope's epsilon spent is now %g at delta %g", e.Receipt.Epsilon, e.Receipt.Delta)
-		}
-		return fmt.Sprintf("mu %g", mu)
+	c := mechanism.Cost{Mu: e.Receipt.Mu, Epsilon: e.Epsilon, Delta: e.Delta}
+	if e.Epsilon <= 0 && !c.Finite() { // not from a protected-mode plan: the scope's epsilon is all there is
+		return fmt.Sprintf("no finite mu; the scope's epsilon spent is now %g at delta %g", e.Receipt.Epsilon, e.Receipt.Delta)
 	}
-	if math.IsInf(mu, 1) || mu <= 0 {
-		return fmt.Sprintf("epsilon %g, delta %g", e.Epsilon, e.Delta)
-	}
-	return fmt.Sprintf("epsilon %g, delta %g; Gaussian noise, mu %g", e.Epsilon, e.Delta, mu)
+	return c.String()
 }
 
 func (e *Stopped) Unwrap() error { return e.Err }

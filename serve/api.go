@@ -19,6 +19,7 @@ import (
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/internal/jsonkeys"
+	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/protect"
 )
 
@@ -107,7 +108,24 @@ type LedgerEntry struct {
 	Kind      string `json:"kind"` // charge or budget
 	Mechanism string `json:"mechanism"`
 	Mu        Float  `json:"mu"` // null (+Inf) for a charge with Laplace noise
-	Query     string `json:"query,omitempty"`
+	// Epsilon and Delta are a charge's (epsilon, delta) when it has them
+	// (mechanism.CostOf): Laplace noise, which has no finite mu, or a
+	// statement whose OPTIONS gave epsilon and delta; absent otherwise.
+	Epsilon *float64 `json:"epsilon,omitempty"`
+	Delta   *float64 `json:"delta,omitempty"`
+	Query   string   `json:"query,omitempty"`
+}
+
+// Cost is the entry's cost as the CLI prints it.
+func (e LedgerEntry) Cost() mechanism.Cost {
+	c := mechanism.Cost{Mu: float64(e.Mu)}
+	if e.Epsilon != nil {
+		c.Epsilon = *e.Epsilon
+	}
+	if e.Delta != nil {
+		c.Delta = *e.Delta
+	}
+	return c
 }
 
 // LedgerResponse is the answer of GET /v1/ledger.
@@ -336,7 +354,8 @@ func (s *Server) budget(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) ledgerEntries(w http.ResponseWriter, r *http.Request) {
 	a := accountOf(r.Context())
-	rows, err := s.db.QueryContext(r.Context(), `SELECT id, at, kind, mechanism, mu, coalesce(query, '') FROM dp_ledger WHERE scope = ? AND kind IN (?, ?) ORDER BY id`,
+	rows, err := s.db.QueryContext(r.Context(), `SELECT id, at, kind, mechanism, mu, params, coalesce(query, '') FROM dp_ledger
+		WHERE scope = ? AND kind IN (?, ?) ORDER BY id`,
 		a.Scope, ledger.EventCharge, ledger.EventBudget)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, CodeInternal, err.Error())
@@ -346,9 +365,15 @@ func (s *Server) ledgerEntries(w http.ResponseWriter, r *http.Request) {
 	resp := LedgerResponse{Scope: a.Scope, Entries: []LedgerEntry{}}
 	for rows.Next() {
 		var e LedgerEntry
-		if err := rows.Scan(&e.ID, &e.At, &e.Kind, &e.Mechanism, &e.Mu, &e.Query); err != nil {
+		var params string
+		if err := rows.Scan(&e.ID, &e.At, &e.Kind, &e.Mechanism, &e.Mu, &params, &e.Query); err != nil {
 			writeError(w, http.StatusInternalServerError, CodeInternal, err.Error())
 			return
+		}
+		if e.Kind == ledger.EventCharge {
+			if c := mechanism.CostOf(float64(e.Mu), params); c.Epsilon > 0 {
+				e.Epsilon, e.Delta = &c.Epsilon, &c.Delta
+			}
 		}
 		resp.Entries = append(resp.Entries, e)
 	}

@@ -142,6 +142,16 @@ func TestBrowser(t *testing.T) {
 	if heads != "n,n_lo*,n_hi*" || !strings.Contains(charge, "charged Laplace noise") || !strings.Contains(budget, "no finite mu") {
 		t.Errorf("Laplace statement: columns %q, charge %q, budget %q", heads, charge, budget)
 	}
+	// The spend chart cannot draw it (no finite mu): it is listed by its epsilon and delta, never as +Inf.
+	err = chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`document.getElementById("spend-laplace").textContent !== ""`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := text(ctx, t, chromedp.Text(chromedp.ID("spend-laplace")))
+	if !strings.Contains(listed, "1 charge(s) with Laplace noise: row ") || !strings.HasSuffix(listed, ": epsilon 0.5, delta 0.000001.") ||
+		strings.Contains(listed, "Inf") {
+		t.Errorf("the spend chart's list of Laplace charges: %q", listed)
+	}
 }
 
 // text runs a browser action that reads a string.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dpsql/dpsql/ledger"
+	"github.com/dpsql/dpsql/mechanism"
 
 	"github.com/spf13/cobra"
 
@@ -173,22 +174,29 @@ var auditColumns = []string{"id", "at", "scope", "mechanism", "mu", "params", "q
 
 // printAudit prints the ledger rows of scope ("" = all), the last limit of
 // them (0 = all). The table format shortens the time, params, query and hash
-// to keep a row on one line; csv and json give them in full (params in json
-// as an object).
+// to keep a row on one line, and shows a charge's cost (auditCost) where csv
+// and json give its mu as recorded; csv and json give everything in full
+// (params in json as an object).
 func printAudit(ctx context.Context, db ledger.Queryer, p *printer, scope string, limit int) error {
 	rows, err := ledger.ReadLedger(ctx, db)
 	if err != nil {
 		return err
+	}
+	cols := auditColumns
+	if p.format == FormatTable {
+		cols = slices.Clone(auditColumns)
+		cols[slices.Index(cols, "mu")] = "cost"
 	}
 	var out [][]any
 	for _, r := range rows {
 		if scope != "" && r.Scope != scope {
 			continue
 		}
-		var at, params, query, hash any = r.At, r.Params, r.Query, r.Hash
+		var at, mu, params, query, hash any = r.At, r.Mu, r.Params, r.Query, r.Hash
 		switch p.format {
 		case FormatTable:
 			at = shortTime(r.At)
+			mu = auditCost(r.Kind, mechanism.CostOf(r.Mu, r.Params))
 			params = abbreviate(compactParams(r.Params), 30)
 			query = abbreviate(r.Query, 34)
 			hash = r.Hash[:min(10, len(r.Hash))]
@@ -200,12 +208,26 @@ func printAudit(ctx context.Context, db ledger.Queryer, p *printer, scope string
 		if r.Query == "" {
 			query = nil
 		}
-		out = append(out, []any{r.ID, at, r.Scope, r.Mechanism, r.Mu, params, query, hash})
+		out = append(out, []any{r.ID, at, r.Scope, r.Mechanism, mu, params, query, hash})
 	}
 	if limit > 0 && len(out) > limit {
 		out = out[len(out)-limit:]
 	}
-	return p.Print(auditColumns, out)
+	return p.Print(cols, out)
+}
+
+// auditCost is the cost column of a ledger entry in the table format of
+// dpsql audit and of the shells' .audit: what a charge spent, as
+// mechanism.Cost says it (epsilon and delta for Laplace noise, never +Inf);
+// a budget event's mu; nothing for other events (a policy record's mu is 0).
+func auditCost(kind string, c mechanism.Cost) any {
+	switch kind {
+	case ledger.EventCharge, "":
+		return c.String()
+	case ledger.EventBudget:
+		return mechanism.Cost{Mu: c.Mu}.String()
+	}
+	return nil
 }
 
 // shortTime turns 2026-01-02T15:04:05.123456Z into 2026-01-02 15:04:05Z,

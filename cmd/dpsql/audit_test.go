@@ -28,10 +28,10 @@ func TestAuditList(t *testing.T) {
 	db := ledgerDB(t)
 	table := mustRun(t, "audit", db)
 	for _, want := range []string{
-		"| id | at                   | scope   | mechanism | mu   | params",
-		"| default | budget    |    1 | delta=1e-05 mu_budget=1 neigh… | NULL ",
-		"| default | gaussian  |  0.5 | sensitivity=1 sigma=2 dim=1    | SELECT dp_gaussian(count(*), 1, 0… |",
-		"| b       | gaussian  | 0.25 | sensitivity=10 sigma=40 dim=1",
+		"| id | at                   | scope   | mechanism | cost    | params",
+		"| default | budget    | mu 1    | delta=1e-05 mu_budget=1 neigh… | NULL ",
+		"| default | gaussian  | mu 0.5  | sensitivity=1 sigma=2 dim=1    | SELECT dp_gaussian(count(*), 1, 0… |",
+		"| b       | gaussian  | mu 0.25 | sensitivity=10 sigma=40 dim=1",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("audit table lacks %q:\n%s", want, table)

@@ -231,11 +231,7 @@ func (m *Main) remoteShell(c *cobra.Command, cl *serve.Client, format string) er
 					fail(err)
 					break
 				}
-				rows := make([][]any, 0, len(l.Entries))
-				for _, e := range l.Entries {
-					rows = append(rows, []any{e.ID, shortTime(e.At), e.Kind, e.Mechanism, float64(e.Mu), e.Query})
-				}
-				if err := p.Print([]string{"id", "at", "kind", "mechanism", "mu", "query"}, rows); err != nil {
+				if err := p.Print(remoteAudit(l, format)); err != nil {
 					fail(err)
 				}
 			case ".tables":
@@ -295,6 +291,37 @@ func (m *Main) remoteShell(c *cobra.Command, cl *serve.Client, format string) er
 			fail(err)
 		}
 	}
+}
+
+// remoteAudit shows GET /v1/ledger as the local .audit shows the ledger: the
+// table format with each entry's cost (auditCost: epsilon and delta for
+// Laplace noise, never +Inf), csv and json with its figures, mu NULL where
+// it has no finite value, epsilon and delta where it has them.
+func remoteAudit(l *serve.LedgerResponse, format string) ([]string, [][]any) {
+	rows := make([][]any, 0, len(l.Entries))
+	for _, e := range l.Entries {
+		var query any = e.Query
+		if e.Query == "" {
+			query = nil
+		}
+		if format == FormatTable {
+			rows = append(rows, []any{e.ID, shortTime(e.At), e.Kind, e.Mechanism, auditCost(e.Kind, e.Cost()), query})
+			continue
+		}
+		c := e.Cost()
+		var mu, eps, delta any
+		if c.Finite() {
+			mu = c.Mu
+		}
+		if e.Epsilon != nil {
+			eps, delta = c.Epsilon, c.Delta
+		}
+		rows = append(rows, []any{e.ID, e.At, e.Kind, e.Mechanism, mu, eps, delta, query})
+	}
+	if format == FormatTable {
+		return []string{"id", "at", "kind", "mechanism", "cost", "query"}, rows
+	}
+	return []string{"id", "at", "kind", "mechanism", "mu", "epsilon", "delta", "query"}, rows
 }
 
 // tablesColumns and tablesRows show GET /v1/tables one column a row.
