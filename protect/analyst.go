@@ -296,7 +296,7 @@ func (c *AnalystConn) Close() error {
 
 func (c *AnalystConn) queryDP(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	if len(args) > 0 {
-		return nil, &Refusal{Msg: "SELECT WITH DIFFERENTIAL_PRIVACY takes no parameters: write literals"}
+		return nil, &Refusal{Msg: dpselect.ParamRefusal}
 	}
 	if !c.sc.AutoCommit() {
 		return nil, &Refusal{Msg: "run SELECT WITH DIFFERENTIAL_PRIVACY outside BEGIN ... COMMIT: its charge must commit before its rows are returned"}
@@ -353,13 +353,13 @@ type dpStmt struct {
 }
 
 func (s *dpStmt) Close() error  { return nil }
-func (s *dpStmt) NumInput() int { return 0 }
+func (s *dpStmt) NumInput() int { return -1 } // arguments reach Query, which refuses them in words
 func (s *dpStmt) Exec(args []driver.Value) (driver.Result, error) {
 	return nil, errDPExec
 }
 func (s *dpStmt) Query(args []driver.Value) (driver.Rows, error) {
 	if len(args) > 0 {
-		return nil, &Refusal{Msg: "SELECT WITH DIFFERENTIAL_PRIVACY takes no parameters: write literals"}
+		return nil, &Refusal{Msg: dpselect.ParamRefusal}
 	}
 	return s.c.queryDP(context.Background(), s.query, nil)
 }

@@ -16,6 +16,7 @@ const (
 	tString         // string literal, text unquoted
 	tBlob           // x'..' literal, text is the hex digits
 	tOp             // operator or punctuation, text as written
+	tParam          // bind parameter (?, ?1, :name, @name, $name), text as written: refused by Parse
 )
 
 type token struct {
@@ -28,9 +29,12 @@ type token struct {
 // lex reads src with SQLite's tokenizer (package sqllex) and keeps what the
 // grammar reads, dropping white space and comments. It refuses what SQLite
 // would refuse (unterminated strings, identifiers, blobs and comments,
-// malformed numbers and blobs, stray characters), empty quoted identifiers,
-// and parameters (a DP statement takes literals). BigQuery's named-argument
-// arrow "=>", two tokens for SQLite, is read as one.
+// malformed numbers and blobs, stray characters) and empty quoted
+// identifiers. It keeps bind parameters as tParam tokens, so that a DP
+// statement holding one is routed here (IsDP) and refused in words (Parse:
+// a DP statement takes literals) rather than handed to SQLite, which cannot
+// read its OPTIONS. BigQuery's named-argument arrow "=>", two tokens for
+// SQLite, is read as one.
 func lex(src string) ([]token, error) {
 	out := make([]token, 0, min(len(src)/4+2, 1024)) // SQL has about one token per 4 bytes
 	for i := 0; i < len(src); {
@@ -78,9 +82,32 @@ func lex(src string) ([]token, error) {
 				continue
 			}
 			out = append(out, token{kind: tOp, text: t.Text, pos: t.Pos})
-		default: // Param, Illegal
+		case sqllex.Param:
+			out = append(out, token{kind: tParam, text: t.Text, pos: t.Pos})
+		default: // Illegal
 			return nil, fmt.Errorf("unexpected character %q at offset %d", src[t.Pos], t.Pos)
 		}
 	}
 	return append(out, token{kind: tEOF, pos: len(src)}), nil
+}
+
+// ParamRefusal says why a DP statement's bind parameters are refused and
+// what to write instead: the one message of the parser (which adds the
+// parameter and its offset) and of the analyst connections given arguments.
+// (The statement's text is what is checked, priced and recorded.)
+const ParamRefusal = paramWhat + ": " + paramFix
+
+const (
+	paramWhat = "bind parameters are not accepted in a protected statement"
+	paramFix  = "write the value inline as a literal, e.g. age >= 18 rather than age >= ?"
+)
+
+// paramError refuses the first bind parameter of toks, if any.
+func paramError(toks []token) error {
+	for _, t := range toks {
+		if t.kind == tParam {
+			return &SyntaxError{Pos: t.pos, Msg: fmt.Sprintf("%s (found %s at offset %d): %s", paramWhat, t.text, t.pos, paramFix), Bare: true}
+		}
+	}
+	return nil
 }

@@ -94,8 +94,9 @@ func skipWith(toks []token) int {
 // white space and comments) with SELECT WITH DIFFERENTIAL_PRIVACY, or EXPLAIN
 // SELECT WITH DIFFERENTIAL_PRIVACY (its plan, which reads and charges
 // nothing: Statement.Explain), and its
-// tokens are ones this package reads (no parameter, no token SQLite would
-// refuse; otherwise SQLite gets it and names the bad token). It is the one
+// tokens are ones this package reads (no token SQLite would refuse;
+// otherwise SQLite gets it and names the bad token; a bind parameter is
+// routed here, and Parse refuses it). It is the one
 // place that routes statements: the analyst connections' driver
 // (protect.AnalystConn), the analyst service's classifier (serve), and
 // through them the command line, and dpsql-beam all decide by it, so a form
@@ -122,9 +123,15 @@ func (t token) op(o string) bool { return t.kind == tOp && t.text == o }
 type SyntaxError struct {
 	Pos int
 	Msg string
+	// Bare is set when Msg says all there is (what was wrong and what to
+	// write): the error is Msg alone, without the grammar's summary.
+	Bare bool
 }
 
 func (e *SyntaxError) Error() string {
+	if e.Bare {
+		return e.Msg
+	}
 	return fmt.Sprintf("syntax error at offset %d: %s (accepted: %s)", e.Pos, e.Msg, Accepted)
 }
 
@@ -223,6 +230,9 @@ func Parse(src string) (*Statement, error) {
 	explain := p.kw("EXPLAIN")
 	if !dpStart(toks[p.i:]) {
 		return nil, ErrNotDP
+	}
+	if err := paramError(toks); err != nil {
+		return nil, err
 	}
 	st := &Statement{Limit: -1, Explain: explain}
 	if p.peek().is("WITH") {
