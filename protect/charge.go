@@ -94,6 +94,11 @@ func prepareAll(ctx context.Context, conn *sql.Conn, pl *plan) error {
 	}
 	return authorized(conn, pl, func(denied *string) error {
 		for _, text := range texts {
+			if pl.join != nil && pl.join.prot != nil {
+				if err := checkJoinPlan(ctx, conn, text); err != nil { // pjoin.go
+					return err
+				}
+			}
 			st, err := conn.PrepareContext(ctx, text)
 			if err != nil {
 				if *denied != "" {

@@ -145,7 +145,11 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 	}
 	var pub *publicTable
 	if st.Join != nil && cols != nil {
-		if pub, err = readPublicTable(ctx, conn, st.Join.Table); err != nil {
+		count := true // a protected table's size is not public (pjoin.go)
+		for t := range policies {
+			count = count && !strings.EqualFold(t, st.Join.Table)
+		}
+		if pub, err = readPublicTable(ctx, conn, st.Join.Table, count); err != nil {
 			return nil, err
 		}
 	}
@@ -163,6 +167,16 @@ func (e *Engine) plan(ctx context.Context, conn *sql.Conn, scope, query string) 
 	numeric, err := columnNumeric(ctx, conn, pl.table)
 	if err != nil {
 		return nil, err
+	}
+	if jp := pl.join; jp != nil && jp.prot != nil {
+		// A joined protected table's aggregated columns, by their flat names.
+		nb, err := columnNumeric(ctx, conn, jp.pub.name)
+		if err != nil {
+			return nil, err
+		}
+		for f, q := range jp.flat {
+			numeric[pl.cols2flat(f)] = nb[q]
+		}
 	}
 	facts, err := schemaFactsOf(ctx, conn, pl.table)
 	if err != nil {
@@ -259,7 +273,9 @@ func (pl *plan) applySchema(numeric map[string]bool, unitUnique bool, facts Sche
 	for i := range pl.aggs {
 		pl.aggs[i].numericCompare = numeric[pl.aggs[i].column]
 	}
-	pl.unitUnique = unitUnique && pl.policy.PrivacyUnit != ""
+	// Under a join of two protected tables a person's rows of A may join
+	// many rows of B: bounded after the join whatever A's unit.
+	pl.unitUnique = unitUnique && pl.policy.PrivacyUnit != "" && (pl.join == nil || pl.join.prot == nil)
 	if pl.unitUnique {
 		// One row per person: one row in one group.
 		pl.maxGroups, pl.maxRows = 1, 1

@@ -119,6 +119,10 @@ func NewStatement(in StatementInputs) (*Statement, error) {
 	if err != nil {
 		return nil, &Refusal{Msg: err.Error()}
 	}
+	if st.Join != nil {
+		return nil, &Refusal{Clause: dpselect.ClauseFrom, Msg: "joins run only inside SQLite (dpsql query --analyst, " +
+			"the analyst service): an engine outside SQLite reads one table; write the statement without JOIN"}
+	}
 	pl, err := checkStatement(st, map[string]Policy{in.Table: in.Policy}, in.Columns, in.ScopeDelta)
 	if err != nil {
 		return nil, err

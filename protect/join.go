@@ -60,6 +60,8 @@ type joinPlan struct {
 	// its rows are bounded one per person by unitSQL.
 	mult   int64   // the largest multiplicity of an ON key in the public table
 	onWork float64 // the work of one protected row's comparison with one public row
+	// prot is set when the joined table is protected too (pjoin.go).
+	prot *protJoin
 }
 
 // joinUnit is the joined rows' person column when each protected row is a
@@ -80,9 +82,13 @@ func (c *checker) join() error {
 		return nil
 	}
 	lower := strings.ToLower(j.Table)
-	for t := range c.policies {
+	var prot *protJoin
+	for t, p := range c.policies {
 		if strings.EqualFold(t, j.Table) {
-			return joinRefusalf("%s is a protected table: joins of two protected tables are not accepted", j.Table)
+			var err error
+			if prot, err = c.samePersons(t, p); err != nil {
+				return err
+			}
 		}
 	}
 	if strings.HasPrefix(lower, "dp_") || strings.HasPrefix(lower, "sqlite_") {
@@ -95,7 +101,7 @@ func (c *checker) join() error {
 	if _, ok := c.cols[strings.ToLower(joinUnit)]; ok {
 		return joinRefusalf("%s has a column named %s, the name the join gives its persons", c.pl.table, joinUnit)
 	}
-	jp := &joinPlan{pub: pub, left: j.Left, flat: map[string]string{}, reads: map[string]bool{}}
+	jp := &joinPlan{pub: pub, left: j.Left, flat: map[string]string{}, reads: map[string]bool{}, prot: prot}
 	c.pl.join = jp
 	pq := []string{c.pl.table}
 	if st.Alias != "" {
@@ -185,6 +191,11 @@ func (c *checker) join() error {
 		c.pl.reads[strings.ToLower(p[0])] = true
 		jp.reads[strings.ToLower(p[1])] = true
 	}
+	if prot != nil {
+		if err := c.onUnits(jp); err != nil {
+			return err
+		}
+	}
 	// Every column the statement names, by its name in the joined rows.
 	var err error
 	rename := func(e dpselect.Expr, clause string) dpselect.Expr {
@@ -208,7 +219,7 @@ func (c *checker) join() error {
 			var isPub bool
 			var n string
 			n, isPub, err = resolve(it.Column, it.Qual, "the SELECT list")
-			if err == nil && isPub && it.Agg != "" {
+			if err == nil && isPub && it.Agg != "" && prot == nil {
 				return refusef("%s reads %s, a column of the public table %s: aggregates read the protected table's columns only (their bounds are its policy's); GROUP BY or filter on public columns instead",
 					it.Name(), it.Column, pub.name)
 			}
@@ -247,6 +258,11 @@ func (c *checker) join() error {
 	for k := range jp.flat {
 		cols[k] = flatName(jp.flat[k])
 	}
+	if prot != nil {
+		// The joined table's columns are read under their flat names, with
+		// its policy's bounds, lengths and key lists.
+		c.pl.policy = joinedPolicy(c.pl.policy, prot.policy, flatName)
+	}
 	c.cols = cols
 	return nil
 }
@@ -257,6 +273,9 @@ func (c *checker) join() error {
 // (joinUnit) when each protected row is one.
 func (pl *plan) joinedRows() string {
 	jp := pl.join
+	if jp.prot != nil {
+		return pl.protectedJoinedRows() // pjoin.go
+	}
 	var l sqlList
 	for _, c := range pl.cols {
 		if pl.reads[strings.ToLower(c)] {
@@ -308,7 +327,10 @@ func (pl *plan) rowidName() string {
 
 // readPublicTable reads the joined table's schema for the checker: nil when
 // it is not a plain table of the main schema.
-func readPublicTable(ctx context.Context, conn *sql.Conn, name string) (*publicTable, error) {
+//
+// A protected joined table's rows are not counted (count false: its size is
+// not public); rows is then -1.
+func readPublicTable(ctx context.Context, conn *sql.Conn, name string, count bool) (*publicTable, error) {
 	var tname, sqlText string
 	err := conn.QueryRowContext(ctx, `SELECT name, coalesce(sql, '') FROM main.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE`, name).Scan(&tname, &sqlText)
 	if err == sql.ErrNoRows || strings.HasPrefix(strings.ToUpper(strings.TrimSpace(sqlText)), "CREATE VIRTUAL") {
@@ -321,7 +343,10 @@ func readPublicTable(ctx context.Context, conn *sql.Conn, name string) (*publicT
 	if err != nil {
 		return nil, err
 	}
-	pt := &publicTable{name: tname, cols: cols}
+	pt := &publicTable{name: tname, cols: cols, rows: -1}
+	if !count {
+		return pt, nil
+	}
 	if err := conn.QueryRowContext(ctx, fmt.Sprintf(`SELECT count(*) FROM main.%s`, dpselect.QuoteIdent(tname))).Scan(&pt.rows); err != nil {
 		return nil, err
 	}
@@ -338,6 +363,9 @@ func (pl *plan) boundJoinWork(ctx context.Context, conn *sql.Conn) error {
 	jp := pl.join
 	if jp == nil {
 		return nil
+	}
+	if jp.prot != nil {
+		return pl.boundProtectedJoin(ctx, conn) // pjoin.go
 	}
 	if pl.policy.PrivacyUnit == "" {
 		// The authorizer names an INTEGER PRIMARY KEY column when the rowid

@@ -50,7 +50,19 @@ type Policy struct {
 	// not listed): a row whose value is longer is dropped by such a
 	// statement. It bounds the statement's per-row work (cost.go).
 	MaxLength map[string]int `json:"max_length,omitempty"`
+	// Persons names the set of persons the privacy unit identifies: two
+	// protected tables whose policies name the same Persons declare that a
+	// value of one's privacy unit and an equal value of the other's identify
+	// the same person, so a DP statement may join them on their units
+	// (join.go). "" (the default): the table shares its persons with no
+	// other, and is never joined with another protected table. Column names
+	// alone never imply it: only the owner knows that two tables' ids count
+	// the same people.
+	Persons string `json:"persons,omitempty"`
 }
+
+// MaxPersonsName bounds the length of a policy's Persons.
+const MaxPersonsName = 100
 
 // Normalize fills defaults (1 group, 1 row) and checks the policy.
 func (p *Policy) Normalize() error {
@@ -65,6 +77,12 @@ func (p *Policy) Normalize() error {
 	}
 	if p.PrivacyUnit == "" && (p.MaxGroups != 1 || p.MaxRows != 1) {
 		return errors.New("without a privacy unit each row is a person, who contributes one row to one group: leave max_groups and max_rows at 1, or name the privacy-unit column")
+	}
+	if p.Persons != "" && p.PrivacyUnit == "" {
+		return fmt.Errorf("persons %q needs a privacy unit: without one each row is a person, whom no other table can name", p.Persons)
+	}
+	if len(p.Persons) > MaxPersonsName || strings.TrimSpace(p.Persons) != p.Persons {
+		return fmt.Errorf("persons must be a name of at most %d bytes without leading or trailing spaces, got %q", MaxPersonsName, p.Persons)
 	}
 	for c, b := range p.Bounds {
 		if !(b[0] < b[1]) || math.IsInf(b[0], 0) || math.IsInf(b[1], 0) {
@@ -89,7 +107,7 @@ func ParsePolicy(data []byte) (Policy, error) {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return p, fmt.Errorf("policy is not valid JSON with keys privacy_unit, max_groups, max_rows, bounds, public_keys, max_length: %w", err)
+		return p, fmt.Errorf("policy is not valid JSON with keys privacy_unit, max_groups, max_rows, bounds, public_keys, max_length, persons: %w", err)
 	}
 	return p, p.Normalize()
 }

@@ -19,7 +19,7 @@ import (
 )
 
 func (m *Main) newProtectCmd() *cobra.Command {
-	var unit string
+	var unit, persons string
 	var groups, rows int
 	var bounds, keys, lengths []string
 	cmd := &cobra.Command{
@@ -33,7 +33,11 @@ SUM and AVG when the statement gives none). --max-length COL=BYTES bounds
 the values of COL a DP statement's WHERE passes to functions and operators
 (default 1024 bytes; rows with a longer value are dropped from such a
 statement): with the lengths of its literals it bounds a statement's work per
-row. --public-keys COL=TABLE[.COLUMN]
+row. --persons NAME declares that the privacy unit identifies the persons
+called NAME: two tables protected with the same --persons may be joined on
+their privacy units by a DP statement, bounded per person after the join
+(protect both with it, after checking that equal ids are the same person).
+--public-keys COL=TABLE[.COLUMN]
 declares a public table listing COL's values: a GROUP BY on such columns
 releases every listed key and no other, without partition selection. Analyst connections
 (dpsql query --analyst, ext.OpenAnalyst) then read TABLE only through
@@ -43,7 +47,7 @@ kind 'policy'), which dpsql audit verify replays against dp_policy.`,
 		Example: `  dpsql protect clinic.db patients --privacy-unit pid --max-groups 1 --bounds bmi=10:60`,
 		Args:    nargs("DB", "TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p := protect.Policy{PrivacyUnit: unit, MaxGroups: groups, MaxRows: rows}
+			p := protect.Policy{PrivacyUnit: unit, MaxGroups: groups, MaxRows: rows, Persons: persons}
 			for _, b := range bounds {
 				c, lo, hi, err := parseBound(b)
 				if err != nil {
@@ -97,6 +101,7 @@ kind 'policy'), which dpsql audit verify replays against dp_policy.`,
 		},
 	}
 	cmd.Flags().StringVar(&unit, "privacy-unit", "", "column identifying a person (default: each row is a person)")
+	cmd.Flags().StringVar(&persons, "persons", "", "name of the persons the privacy unit identifies: tables protected with the same name may be joined on their units")
 	cmd.Flags().IntVar(&groups, "max-groups", 1, "groups of one GROUP BY a person may contribute to")
 	cmd.Flags().IntVar(&rows, "max-rows", 1, "rows per group a person may contribute")
 	cmd.Flags().StringArrayVar(&bounds, "bounds", nil, "public clamping bounds COL=LO:HI (repeatable)")
@@ -145,6 +150,9 @@ func describePolicy(p protect.Policy) string {
 	unit := "each row is a person"
 	if p.PrivacyUnit != "" {
 		unit = "privacy unit " + p.PrivacyUnit
+		if p.Persons != "" {
+			unit += " (persons " + p.Persons + ")"
+		}
 	}
 	s := fmt.Sprintf("%s, at most %d group(s) and %d row(s) per group per person", unit, p.MaxGroups, p.MaxRows)
 	var cols []string

@@ -1,0 +1,257 @@
+package protect
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// Joins of two protected tables on a shared privacy unit (pjoin.go).
+
+// visitsSetup creates visits(pid, kind, cost), protected below: everyone
+// of neighbours25's 60 persons has one visit (so that they keep all their
+// joined rows, at most 2, under bounding, and the neighbours' figures differ
+// by the heavy person's kept rows alone); the heavy person 999, in the
+// second neighbour only, has 100 visits of 25 kinds (their own kinds and
+// kinds others have), with costs beyond the bounds.
+func visitsSetup(heavy bool) []string {
+	s := []string{
+		`CREATE TABLE visits (pid INTEGER, kind TEXT, cost REAL)`,
+		`CREATE INDEX visits_pid ON visits(pid)`,
+		`WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < 59) INSERT INTO visits SELECT i, 'k' || (i % 3), i % 7 FROM s`,
+	}
+	if heavy {
+		s = append(s, `WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < 99) INSERT INTO visits SELECT 999, CASE WHEN i % 2 = 0 THEN 'k' || (i % 3) ELSE 'own' || (i % 25) END, 500 + i FROM s`)
+	}
+	return s
+}
+
+// pjoinNeighbours returns engines over two neighbouring files: t as
+// neighbours25 fills it (protected with pt) and visits (protected with pv);
+// the second file adds the heavy person 999's rows to both tables.
+func pjoinNeighbours(t *testing.T, pt, pv Policy, more ...string) (e0, e1 *Engine) {
+	t.Helper()
+	e0, e1 = neighbours25(t, pt)
+	for i, e := range []*Engine{e0, e1} {
+		db, err := sql.Open("sqlite3", "file:"+e.path+"?_journal_mode=WAL&_busy_timeout=10000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range append(visitsSetup(i == 1), more...) {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := Protect(context.Background(), db, "visits", pv); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+	}
+	return e0, e1
+}
+
+func clinicPolicies() (pt, pv Policy) {
+	pt = Policy{PrivacyUnit: "pid", MaxGroups: 2, MaxRows: 3, Persons: "clinic",
+		Bounds: map[string][2]float64{"x": {0, 100}}, MaxLength: map[string]int{"pid": 20}}
+	pv = Policy{PrivacyUnit: "pid", MaxGroups: 3, MaxRows: 2, Persons: "clinic",
+		Bounds: map[string][2]float64{"cost": {0, 50}}, MaxLength: map[string]int{"kind": 20}}
+	return pt, pv
+}
+
+// One person with 60 rows in t and 100 in visits (the second neighbour
+// only) moves every figure a join of the two tables draws noise for by at
+// most its charged sensitivity: max_rows = min(3, 2) rows in each of
+// max_groups = min(2, 3) groups, bounded after the join; INNER and LEFT,
+// keys and aggregates from either table, MEDIAN and COUNT(DISTINCT). The
+// charge is the same on both neighbours. Outcome: held.
+func TestAttackProtectedJoinNeighbours(t *testing.T) {
+	pt, pv := clinicPolicies()
+	e0, e1 := pjoinNeighbours(t, pt, pv)
+	const dp = `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) `
+	for _, q := range []string{
+		`COUNT(*) AS n, SUM(cost) AS s, SUM(x) AS sx FROM t JOIN visits AS v ON t.pid = v.pid`,
+		`kind, COUNT(*) AS n, AVG(cost) AS a FROM t JOIN visits AS v ON v.pid = t.pid GROUP BY kind`,
+		`g, COUNT(*) AS n, COUNT(cost) AS nc, MEDIAN(cost) AS m FROM t LEFT JOIN visits USING (pid) GROUP BY g`,
+		`t.g, COUNT(DISTINCT kind) AS kinds, COUNT(DISTINCT t.pid) AS persons FROM t AS t LEFT OUTER JOIN visits AS v ON t.pid = v.pid AND t.g = v.kind GROUP BY t.g`,
+	} {
+		q = dp + q
+		for rep := range 3 {
+			pl0, g0 := exact(t, e0, q)
+			pl1, g1 := exact(t, e1, q)
+			if fmt.Sprint(pl0.mech, pl0.details) != fmt.Sprint(pl1.mech, pl1.details) {
+				t.Fatalf("%.60s: the charge depends on the data:\n%v\n%v", q, pl0.mech, pl1.mech)
+			}
+			if pl0.maxRows != 2 || pl0.maxGroups != 2 && len(pl0.keys) > 0 {
+				t.Fatalf("%.60s: bounded by max_rows %d, max_groups %d; want the stricter policy's 2 and 2", q, pl0.maxRows, pl0.maxGroups)
+			}
+			l1, l2 := norms(pl0, g0, pl1, g1)
+			moved := false
+			for vi, v := range pl0.values {
+				norm := float64(v.Rows) * v.Bound
+				if v.Fixed {
+					norm = float64(v.Rows) * (v.Bound + v.Quantum/2)
+				}
+				G := float64(pl0.maxGroups)
+				if l2[vi] > norm*math.Sqrt(G)+1e-9 || l1[vi] > norm*G+1e-9 {
+					t.Errorf("%.60s (run %d): one person moves %s by L1 %g, L2 %g; charged for L2 %g (L1 %g)",
+						q, rep, v.Name, l1[vi], l2[vi], norm*math.Sqrt(G), norm*G)
+				}
+				moved = moved || l1[vi] > 0
+			}
+			if !moved {
+				t.Errorf("%.60s: the heavy person moved nothing: the test cannot fail", q)
+			}
+		}
+	}
+}
+
+// The same join without the bounding after it would let the heavy person's
+// 60 x 100 pairs count: the exact COUNT(*) of the joined rows differs by at
+// most max_rows = 2 between the neighbours, where the raw join differs by
+// thousands; and the rewrite's join itself gives each of their rows of t at
+// most K of their visits. Outcome: held.
+func TestAttackProtectedJoinPersonRepeated(t *testing.T) {
+	pt, pv := clinicPolicies()
+	e0, e1 := pjoinNeighbours(t, pt, pv)
+	q := `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) AS n FROM t JOIN visits ON t.pid = visits.pid`
+	_, g0 := exact(t, e0, q)
+	pl1, g1 := exact(t, e1, q)
+	if d := g1[0].vals[0] - g0[0].vals[0]; d < 1 || d > 2 {
+		t.Fatalf("the heavy person moves the joined count by %d; want 1 or 2 (max_rows 2, one group)", d)
+	}
+	// Before the bounding, the join itself pairs each of the heavy
+	// person's 60 rows of t with at most K = 2 of their 100 visits: the
+	// work per row of t is bounded.
+	var joined int64
+	if err := e1.db.QueryRow(`SELECT count(*) FROM ` + pl1.joinedRows() + ` WHERE pid = 999`).Scan(&joined); err != nil {
+		t.Fatal(err)
+	}
+	if pl1.join.prot.k != 2 || joined != 60*2 {
+		t.Fatalf("K = %d, the heavy person has %d joined rows; want K = 2 and 120", pl1.join.prot.k, joined)
+	}
+	var raw0, raw1 int64
+	for i, e := range []*Engine{e0, e1} {
+		db, err := sql.Open("sqlite3", "file:"+e.path+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &raw0
+		if i == 1 {
+			n = &raw1
+		}
+		if err := db.QueryRow(`SELECT count(*) FROM t JOIN visits USING (pid)`).Scan(n); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+	}
+	if raw1-raw0 < 1000 {
+		t.Fatalf("the raw join moves by %d only: the attack is not one", raw1-raw0)
+	}
+}
+
+// Refused, before anything is read or charged, with what is accepted.
+func TestProtectedJoinRefusals(t *testing.T) {
+	pt, pv := clinicPolicies()
+	other := pv
+	other.Persons = "hospital"
+	none := pv
+	none.Persons = ""
+	const dp = `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) AS n `
+	for _, c := range []struct {
+		name   string
+		pv     Policy
+		more   []string
+		q, msg string
+	}{
+		{"non-unit column", pv, nil, `FROM t JOIN visits ON t.g = visits.kind`, "must compare their privacy units"},
+		{"unit with another column", pv, nil, `FROM t JOIN visits ON t.pid = visits.cost`, "must compare their privacy units"},
+		{"undeclared", none, nil, `FROM t JOIN visits ON t.pid = visits.pid`, "has not declared"},
+		{"other persons", other, nil, `FROM t JOIN visits ON t.pid = visits.pid`, "has not declared"},
+		{"self-join", pv, nil, `FROM t AS a JOIN t AS b ON a.pid = b.pid`, "joined with itself"},
+		{"no index", pv, []string{`DROP INDEX visits_pid`}, `FROM t JOIN visits ON t.pid = visits.pid`, "no index on its privacy unit"},
+		{"affinity", pv, []string{`CREATE TABLE v2 (pid TEXT, kind)`, `CREATE INDEX v2_pid ON v2(pid)`},
+			`FROM t JOIN v2 ON t.pid = v2.pid`, "do not compare alike"},
+		{"right join", pv, nil, `FROM t RIGHT JOIN visits ON t.pid = visits.pid`, "RIGHT joins are not accepted"},
+		{"rtrim units", pv, []string{`CREATE TABLE v2 (pid INTEGER COLLATE RTRIM, kind)`, `CREATE INDEX v2_pid ON v2(pid)`},
+			`FROM t JOIN v2 ON t.pid = v2.pid`, "do not compare alike"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e0, _ := pjoinNeighbours(t, pt, c.pv, c.more...)
+			if strings.Contains(c.q, "v2") {
+				db, _ := sql.Open("sqlite3", "file:"+e0.path+"?_journal_mode=WAL&_busy_timeout=10000")
+				if err := Protect(context.Background(), db, "v2", Policy{PrivacyUnit: "pid", Persons: "clinic"}); err != nil {
+					t.Fatal(err)
+				}
+				db.Close()
+			}
+			_, err := e0.Query(context.Background(), "default", dp+c.q)
+			var r *Refusal
+			if !errors.As(err, &r) || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("%s: got %v, want a refusal saying %q", c.q, err, c.msg)
+			}
+		})
+	}
+}
+
+// A joined table with an INTEGER PRIMARY KEY of its own (the rowid the
+// seek reads) and its unit as the FROM table's INTEGER PRIMARY KEY: answered.
+func TestProtectedJoinRowidAlias(t *testing.T) {
+	pt, pv := clinicPolicies()
+	e0, _ := pjoinNeighbours(t, pt, pv,
+		`CREATE TABLE people (pid INTEGER PRIMARY KEY, sex TEXT)`, `INSERT INTO people SELECT DISTINCT pid, 'F' FROM t`,
+		`CREATE TABLE events (id INTEGER PRIMARY KEY, pid INTEGER, what TEXT)`, `CREATE INDEX events_pid ON events(pid)`,
+		`INSERT INTO events(pid, what) SELECT pid, kind FROM visits`)
+	db, _ := sql.Open("sqlite3", "file:"+e0.path+"?_journal_mode=WAL&_busy_timeout=10000")
+	for _, tb := range []string{"people", "events"} {
+		if err := Protect(context.Background(), db, tb, Policy{PrivacyUnit: "pid", Persons: "clinic", MaxRows: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	for _, q := range []string{
+		`COUNT(*) AS n FROM people JOIN events ON people.pid = events.pid`,
+		`COUNT(*) AS n FROM events LEFT JOIN people ON people.pid = events.pid`,
+		`COUNT(*) AS n FROM t JOIN people USING (pid)`,
+	} {
+		res, err := e0.Query(context.Background(), "default", `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) `+q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if n, _ := res.Rows[0][0].(int64); n < 40 || n > 120 {
+			t.Errorf("%s: %v, want 60 to 90 plus noise", q, res.Rows[0][0])
+		}
+	}
+}
+
+// The join's SQL: each row of t seeks at most K = max_rows x max_groups of
+// its person's visits through the unit's index, and SQLite's plan is that
+// seek (never a scan of visits), whatever the statistics say.
+func TestProtectedJoinPlanSeeks(t *testing.T) {
+	pt, pv := clinicPolicies()
+	e0, _ := pjoinNeighbours(t, pt, pv, `ANALYZE`)
+	ctx := context.Background()
+	conn, err := e0.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	pl, err := e0.plan(ctx, conn, "default", `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) kind, COUNT(*) AS n, MEDIAN(cost) AS m FROM t LEFT JOIN visits AS v ON t.pid = v.pid AND t.g = v.kind GROUP BY kind`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlText := rewrite(pl)
+	want := `LEFT JOIN main."visits" AS _q INDEXED BY "visits_pid" ON _q."pid" = _p."pid" AND _q.rowid IN (SELECT _i.rowid FROM main."visits" AS _i INDEXED BY "visits_pid" WHERE _i."pid" = _p."pid" LIMIT 4)`
+	if !strings.Contains(sqlText, want) {
+		t.Fatalf("the join's SQL:\n%s\nwant it to contain\n%s", sqlText, want)
+	}
+	if err := prepareAll(ctx, conn, pl); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkJoinPlan(ctx, conn, `SELECT count(*) FROM main."t" AS _p CROSS JOIN main."visits" AS _q ON _q.kind = _p.g`); err == nil {
+		t.Fatal("a scan of the joined table passed the plan check")
+	}
+}
