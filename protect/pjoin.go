@@ -298,13 +298,22 @@ func (pl *plan) protectedJoinedRows() string {
 	jp, pj := pl.join, pl.join.prot
 	q := dpselect.QuoteIdent
 	var l sqlList
+	var pc, qf []string // in a fixed order: the SQL is a function of the statement
 	for _, c := range pl.cols {
 		if pl.reads[strings.ToLower(c)] {
-			l.add("_p." + q(c))
+			pc = append(pc, c)
 		}
 	}
-	for f, qc := range jp.flat {
-		l.addf("_q.%s AS %s", q(qc), q(pl.cols2flat(f)))
+	for f := range jp.flat {
+		qf = append(qf, f)
+	}
+	sort.Strings(pc)
+	sort.Strings(qf)
+	for _, c := range pc {
+		l.add("_p." + q(c))
+	}
+	for _, f := range qf {
+		l.addf("_q.%s AS %s", q(jp.flat[f]), q(pl.cols2flat(f)))
 	}
 	op := "CROSS JOIN" // A is the outer loop
 	if jp.left {

@@ -255,3 +255,15 @@ func TestProtectedJoinPlanSeeks(t *testing.T) {
 		t.Fatal("a scan of the joined table passed the plan check")
 	}
 }
+
+// An engine outside SQLite (dpsql-beam, through PlanStatement) refuses
+// joins in words, before anything is read or charged.
+func TestProtectedJoinRefusedOutsideSQLite(t *testing.T) {
+	pt, pv := clinicPolicies()
+	e0, _ := pjoinNeighbours(t, pt, pv)
+	_, err := PlanStatement(context.Background(), e0.path, "default",
+		`SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) COUNT(*) AS n FROM t JOIN visits ON t.pid = visits.pid`)
+	if !IsRefusal(err) || !strings.Contains(err.Error(), "joins run only inside SQLite") {
+		t.Fatalf("got %v, want a refusal saying joins run only inside SQLite", err)
+	}
+}
