@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpsql/dpsql/internal/chargemix"
 	"github.com/dpsql/dpsql/mechanism"
-	"github.com/dpsql/dpsql/release"
-	"github.com/dpsql/dpsql/release/optnoise"
 )
 
 // A charge's cost must not grow with the scope's history (issue 23, part 3).
@@ -34,63 +33,17 @@ type historyCharge struct {
 	tv float64
 }
 
-// historyWorkload returns n charges rotating over Gaussian, Laplace,
-// truncated Laplace, optimised noise and a protected GROUP BY (partition
-// selection as gaussian_inf, two Gaussian aggregates), in every ten charges
-// two of each of the first three, three statements and one optimised noise,
-// scaled so that 10^4 of them stay below the samplers' cap at delta 1e-5
-// (epsilon about 33).
+// historyWorkload returns n charges of the mixed workload (package
+// chargemix, which the ledger's end-to-end benchmark charges too).
 func historyWorkload(tb testing.TB, n int) []historyCharge {
 	tb.Helper()
-	var opt []mechanism.Mechanism
-	for _, e := range []float64{0.1, 0.12} {
-		p, err := optnoise.Default(e, 1e-9, optnoise.L1)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		d, err := optnoise.Optimise(p)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		g, err := release.NewGridNoise(d.Weights, p.PerUnit, 1)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		ws, sha := mechanism.EncodeGridWeights(d.Weights)
-		opt = append(opt, mechanism.Mechanism{Kind: mechanism.KindOptNoise, Epsilon: e, Delta: d.Delta, Sensitivity: g.Scale,
-			Weights: ws, WeightsSHA256: sha, Shifts: p.PerUnit})
+	w, err := chargemix.Workload(n)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	out := make([]historyCharge, n)
-	for i := range out {
-		// A slowly varying factor in [0.75, 1.25]: no two charges alike.
-		f := 1 + 0.25*math.Sin(float64(i)*0.61803)
-		var c historyCharge
-		switch [10]int{0, 1, 2, 4, 0, 1, 2, 4, 4, 3}[i%10] {
-		case 0:
-			c = historyCharge{mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: 0.04 * f}, release.NoiseTVOf(1)}
-		case 1:
-			l, err := release.LaplaceFor(1, 0.03*f)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			c.m = mechanism.Mechanism{Kind: mechanism.KindLaplace, Epsilon: l.Epsilon, Sensitivity: l.Sensitivity, Sigma: l.Scale}
-		case 2:
-			l, err := release.TruncatedLaplaceFor(1, 0.03*f, 1e-9)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			c.m = mechanism.Mechanism{Kind: mechanism.KindTruncatedLaplace, Epsilon: l.Epsilon, Delta: l.Delta,
-				Sensitivity: l.Sensitivity, Sigma: l.Scale, Support: l.Support}
-		case 3:
-			c.m = opt[(i/10)%2]
-		case 4:
-			c = historyCharge{mechanism.Mechanism{Kind: mechanism.KindComposite, Parts: []mechanism.Mechanism{
-				{Kind: mechanism.KindGaussianInf, Mu: 0.02 * f, Delta: 1e-10},
-				{Kind: mechanism.KindGaussian, Mu: 0.02 * f},
-				{Kind: mechanism.KindGaussian, Mu: 0.01 * f},
-			}}, release.NoiseTVOf(200)}
-		}
-		out[i] = c
+	for i, c := range w {
+		out[i] = historyCharge{c.Mechanism, c.NoiseTV}
 	}
 	return out
 }

@@ -19,7 +19,9 @@ import (
 // Room returns the largest mu of one more exactly Gaussian entry (stated in
 // the scope's neighbour relation, its sampler within tv in total variation
 // of its law) that Decide accepts for budget b after prior, rounded down:
-// to a relative 1e-9 while every entry is Gaussian, 1e-4 otherwise. It is 0
+// to a relative 1e-9 while every entry is Gaussian, 3e-4 otherwise (a
+// lattice point of roomMixed's search, below Decide's limit by the coarse
+// grid's discretisation and at most one lattice step). It is 0
 // when nothing fits (or less than 2e-6 of the budget's mu, which the
 // decision's allowance for round-off in sums of squares still lets
 // through), +Inf for a budget without a cap (the file's total when the
@@ -146,8 +148,21 @@ func falsePosition(ctx context.Context, lo, hi, flo, fhi, precision float64, fit
 // coarser connect-the-dots curve lies above a finer one), and a curve
 // within delta at epsilon means a certified epsilon at most epsilon, so the
 // mu found is one Decide accepts, to the coarse grid's discretisation. That
-// mu is then checked with Decide, and, if refused (the decision's own
-// coarsening can differ), narrowed down with Decide.
+// mu is then checked with the composition Decide makes (roomConfirm), and,
+// if refused (the decision's own coarsening can differ), stepped down.
+//
+// The candidates are the merged mu of the Gaussian the charge would add
+// (the scope's waiting Gaussian part with the new one, as
+// rigComposition.extend merges them), taken on a fixed lattice: the floats
+// whose mantissa ends in roomLatticeDrop zero bits (steps of 6e-5 to 1.2e-4,
+// relative). The answer is the largest lattice point the coarse figure
+// accepts, found from a bracket that is a function of the state alone (the
+// figure must be what Verify recomputes), then the largest room whose
+// merged mu is that point. Why a lattice: the Gaussian PLDs of a lattice
+// point (on the coarse grid for the search, on the scope's grid for the
+// confirmation) are memoised by their mu, and the room moves by less than
+// a lattice step from one charge to the next, so most charges build none
+// of them (building them was half of a charge's cost).
 func roomMixed(ctx context.Context, b Budget, prior Spend, tv, hi float64) (float64, error) {
 	c := &prior.Comp.c
 	if c.p == nil {
@@ -162,99 +177,219 @@ func roomMixed(ctx context.Context, b Budget, prior Spend, tv, hi float64) (floa
 	if !(top > 0) || !(SamplerCap(b.Delta, tvTot) > 0) {
 		return 0, nil
 	}
-	// The figure of the coarse composition with a Gaussian of mu: how far
-	// its best epsilon's delta, once the samplers are paid, lies from the
-	// budget's delta (relative).
-	var eps float64 // where the last evaluation found it
-	fig := func(mu float64) (bool, float64, error) {
-		if err := ctx.Err(); err != nil {
-			return false, 0, err
+	// The figure of the coarse composition with a Gaussian of merged mu
+	// at lattice point k.
+	memo := map[int64]roomEval{}
+	fig := func(k int64) (roomEval, error) {
+		if v, ok := memo[k]; ok {
+			return v, nil
 		}
-		f := coarse // nothing Gaussian to add
-		if m := math.Sqrt((c.gsq+mu*mu)*(1+4*rigULP)) * (1 + 2*rigULP); m > 0 {
-			g, err := rigGaussianPLD(m, coarse.Interval(), roomBins)
-			if err != nil {
-				return false, 0, err
-			}
-			if f, err = coarse.Compose(g); err != nil { // one FFT: read once, never extended
-				return false, 0, err
-			}
+		if err := ctx.Err(); err != nil {
+			return roomEval{}, err
+		}
+		g, err := rigGaussianPLD(roomLatticeMu(k), coarse.Interval(), roomBins)
+		if err != nil {
+			return roomEval{}, err
+		}
+		f, err := coarse.Compose(g) // one FFT: read once, never extended
+		if err != nil {
+			return roomEval{}, err
 		}
 		e, gap, err := roomBestEpsilon(f.Delta, b.Delta, tvTot, top)
 		if err != nil {
-			return false, 0, err
+			return roomEval{}, err
 		}
-		eps = e
-		x := gap / b.Delta
-		return x <= 0, x, nil
+		v := roomEval{ok: gap <= 0, f: gap / b.Delta, eps: e}
+		memo[k] = v
+		return v, nil
 	}
-	// A bracket from a first guess, a function of the state alone (the
-	// figure must be what Verify recomputes): the GDP remainder of the
-	// budget's mu after the mu whose epsilon is the scope's certified one,
-	// then steps of 10% either way.
-	lo, flo, fhi := 0.0, -1.0, 0.0
+	// The lattice points searched: from kmin, the first whose room is
+	// above 0, to kmax, the last at or below the merged mu of hi.
+	kmin := roomLatticeUp(roomMerged(c.gsq, 0))
+	if r, _ := roomOfMerged(c.gsq, roomLatticeMu(kmin)); !(r > 0) {
+		kmin++
+	}
+	kmax := roomLatticeDown(roomMerged(c.gsq, hi))
+	if kmax < kmin {
+		return 0, nil
+	}
+	// A bracket from a first guess, a function of the state alone: the GDP
+	// remainder of the budget's mu after the mu whose epsilon is the
+	// scope's certified one (some 2% above the answer), then steps of 3%,
+	// doubling, either way. lo fits (kmin-1 stands for the room 0, which
+	// always does), hiK does not (kmax+1 stands for beyond hi). The
+	// certified epsilon is the scope's own (its samplers' error without the
+	// new call's, which moves it by far less than the guess's error): the
+	// figure the charge that made the state computed, memoised.
 	guess := hi
-	if e, err := certifiedEpsilon(prior.Comp, b.Delta, prior.NoiseTV+tv); err == nil && e > 0 && !math.IsInf(e, 1) {
+	if e, err := certifiedEpsilon(prior.Comp, b.Delta, prior.NoiseTV); err == nil && e > 0 && !math.IsInf(e, 1) {
 		if m, err := Mu(e, b.Delta); err == nil && m < hi {
 			guess = math.Sqrt(math.Max(hi*hi-m*m, 0))
 		}
 	}
+	lo, hiK := kmin-1, kmax+1
+	flo, fhi := -1.0, math.Inf(1)
+	k := min(max(roomLatticeDown(roomMerged(c.gsq, guess)), kmin), kmax)
+	step := 0.03
 	for range 12 {
-		if !(guess > 0 && guess <= hi) {
-			break
-		}
-		ok, f, err := fig(guess)
+		v, err := fig(k)
 		if err != nil {
 			return 0, err
 		}
-		if ok {
-			lo, flo = guess, f
-			if guess == hi {
+		if v.ok {
+			lo, flo = k, v.f
+			if hiK <= kmax || k == kmax {
 				break
 			}
-			guess = math.Min(guess*1.1, hi)
-			continue
-		}
-		hi, fhi = guess, f
-		if lo > 0 {
-			break
-		}
-		guess *= 0.9
-	}
-	r := lo
-	if lo < hi {
-		if fhi <= 0 {
-			if _, fhi, err = fig(hi); err != nil {
-				return 0, err
+			k = max(min(roomLatticeDown(roomLatticeMu(k)*(1+step)), kmax), lo+1)
+		} else {
+			hiK, fhi = k, v.f
+			if lo >= kmin || k == kmin {
+				break
 			}
+			k = min(max(roomLatticeDown(roomLatticeMu(k)*(1-step)), kmin), hiK-1)
 		}
-		if r, err = falsePosition(ctx, lo, hi, flo, fhi, roomPrecision/2, fig); err != nil {
-			return r, err
-		}
-		if r > 0 {
-			if _, _, err := fig(r); err != nil { // the epsilon of r
-				return 0, err
-			}
-		}
+		step *= 2
 	}
-	// The scope's own composition has the last word: r fits when the
-	// figure Decide would read, composed exactly as Decide composes it,
-	// leaves room for the samplers at eps. Then its certified epsilon is
-	// at most eps, below the budget's: Decide accepts r.
+	if lo, err = roomLatticeSearch(ctx, lo, hiK, flo, fhi, fig); err != nil {
+		return 0, err
+	}
+	// The scope's own composition has the last word: the room r of the
+	// lattice point fits when the figure Decide would read, composed
+	// exactly as Decide composes it, leaves room for the samplers at the
+	// coarse figure's epsilon. Then its certified epsilon is at most that
+	// epsilon, below the budget's: Decide accepts r.
 	for range 8 {
-		if !(r > 0) {
+		if lo < kmin {
 			return 0, nil
 		}
-		ok, err := roomConfirm(b, prior, tv, r, eps)
+		v, err := fig(lo)
 		if err != nil {
 			return 0, err
 		}
-		if ok {
-			return r, nil
+		r, _ := roomOfMerged(c.gsq, roomLatticeMu(lo))
+		if v.ok && r > 0 {
+			ok, err := roomConfirm(b, prior, tv, r, v.eps)
+			if err != nil {
+				return 0, err
+			}
+			if ok {
+				return r, nil
+			}
 		}
-		r *= 1 - roomPrecision
+		lo -= 2
 	}
-	return roomExact(ctx, b, prior, tv, 0, r, roomPrecision)
+	r, _ := roomOfMerged(c.gsq, roomLatticeMu(max(lo, kmin)))
+	return roomExact(ctx, b, prior, tv, 0, math.Max(r, 0), roomPrecision)
+}
+
+// roomEval is the coarse figure at one lattice point: whether the coarse
+// composition's delta at its best epsilon, once the samplers are paid,
+// fits the budget's delta, how far it lies from it (relative: <= 0 when it
+// fits), and that epsilon.
+type roomEval struct {
+	ok     bool
+	f, eps float64
+}
+
+// roomLatticeSearch narrows lo (a lattice point that fits, figure flo <= 0)
+// and hi (one that does not, figure fhi > 0, +Inf when not evaluated) to
+// adjacent points and returns lo. It interpolates log(1 + figure), the log
+// of the figure's delta over the budget's, which is close to linear in the
+// lattice index where delta itself rises steeply (the false position
+// method with the Illinois step), and bisects when one end has no figure
+// or the same end moved three times in a row.
+func roomLatticeSearch(ctx context.Context, lo, hi int64, flo, fhi float64, fig func(int64) (roomEval, error)) (int64, error) {
+	y := func(f float64) float64 { return math.Log1p(f) }
+	ylo, yhi := y(flo), y(fhi)
+	side, run := 0, 0
+	for hi-lo > 1 {
+		if err := ctx.Err(); err != nil {
+			return lo, err
+		}
+		mid := lo + (hi-lo)/2
+		if ylo < 0 && !math.IsInf(ylo, -1) && yhi > 0 && !math.IsInf(yhi, 1) && run < 3 {
+			x := float64(lo) + float64(hi-lo)*(-ylo)/(yhi-ylo)
+			mid = min(max(int64(math.Round(x)), lo+1), hi-1)
+		}
+		v, err := fig(mid)
+		if err != nil {
+			return lo, err
+		}
+		s := 1
+		if v.ok {
+			s = -1
+		}
+		if s == side {
+			run++
+		} else {
+			run = 0
+		}
+		if v.ok {
+			lo, ylo = mid, y(v.f)
+			if side == -1 {
+				yhi /= 2
+			}
+		} else {
+			hi, yhi = mid, y(v.f)
+			if side == 1 {
+				ylo /= 2
+			}
+		}
+		side = s
+	}
+	return lo, nil
+}
+
+// roomLatticeDrop is the number of low mantissa bits every lattice point's
+// merged mu has zero: 13 bits are kept after the leading one, steps of
+// 2^-13 to 2^-12 relative. Finer steps state the room more closely but
+// move the search to a new lattice point, whose Gaussian PLDs must be
+// built, at more charges (the room falls by some 1e-5 per charge on the
+// benchmark's scope).
+const roomLatticeDrop = 52 - 13
+
+// roomLatticeMu returns lattice point k's merged mu.
+func roomLatticeMu(k int64) float64 { return math.Float64frombits(uint64(k) << roomLatticeDrop) }
+
+// roomLatticeDown returns the last lattice point at or below m > 0.
+func roomLatticeDown(m float64) int64 { return int64(math.Float64bits(m) >> roomLatticeDrop) }
+
+// roomLatticeUp returns the first lattice point at or above m > 0.
+func roomLatticeUp(m float64) int64 {
+	k := roomLatticeDown(m)
+	if roomLatticeMu(k) < m {
+		k++
+	}
+	return k
+}
+
+// roomMerged returns the merged mu of the Gaussian a charge of mu r adds to
+// a composition whose Gaussian part waiting to be composed has the sum of
+// squares gsq, computed exactly as rigComposition.extend computes it.
+func roomMerged(gsq, r float64) float64 {
+	return math.Sqrt((gsq+r*r)*(1+4*rigULP)) * (1 + 2*rigULP)
+}
+
+// roomOfMerged returns the largest r >= 0 whose merged mu (roomMerged) is
+// at most m (-1 when even 0's exceeds it), and whether it is m exactly.
+func roomOfMerged(gsq, m float64) (float64, bool) {
+	if roomMerged(gsq, 0) > m {
+		return -1, false
+	}
+	s := m / (1 + 2*rigULP)
+	r := math.Sqrt(math.Max(s*s/(1+4*rigULP)-gsq, 0))
+	for i := 0; i < 64 && r > 0 && roomMerged(gsq, r) > m; i++ {
+		r = math.Nextafter(r, 0)
+	}
+	for i := 0; i < 64; i++ {
+		n := math.Nextafter(r, math.Inf(1))
+		if roomMerged(gsq, n) > m {
+			break
+		}
+		r = n
+	}
+	return r, roomMerged(gsq, r) == m
 }
 
 // roomConfirm reports whether a Gaussian of mu added to prior leaves the
@@ -317,7 +452,8 @@ func roomBestEpsilon(delta func(float64) (float64, error), budget, tv, top float
 	return hi, g, err
 }
 
-// roomPrecision is the relative precision of Room on a mixed scope.
+// roomPrecision is the relative precision of roomExact on a mixed scope
+// (roomMixed's own is its lattice's step).
 const roomPrecision = 1e-4
 
 // roomBins is the bin cap of the coarse copy roomMixed searches on.

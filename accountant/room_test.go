@@ -141,3 +141,103 @@ func BenchmarkRoom(b *testing.B) {
 		})
 	}
 }
+
+// freshRoom is Room as a new process computes it: every memo emptied, the
+// composition decoded from its encoding (as a process resuming from a
+// checkpoint reads it).
+func freshRoom(t *testing.T, b Budget, s Spend, tv float64) float64 {
+	t.Helper()
+	enc, err := s.Comp.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Comp.UnmarshalBinary(enc); err != nil {
+		t.Fatal(err)
+	}
+	resetRigMemos()
+	rigMemo.Clear()
+	rigCoarse.Clear()
+	certified.Clear()
+	r, err := Room(context.Background(), b, s, tv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// On a mixed scope, charge after charge, the room a charge records is the
+// one a new process recomputes from the state (bit for bit: Verify compares
+// them), a Gaussian of exactly that mu is accepted and one of 1.0003 times
+// it refused, and it lies below the largest mu Decide accepts (found by a
+// search with Decide itself to 1e-7) by less than 3e-4, never above.
+func TestRoomMixedIsDecidesAndDeterministic(t *testing.T) {
+	h := newHistoryScope()
+	work := historyWorkload(t, 120)
+	tv := 0x1p-125
+	checked := 0
+	for i, c := range work {
+		st, err := Decide(h.scope, h.scopeSpend, c.m, c.tv)
+		if err != nil {
+			t.Fatalf("charge %d: %v", i, err)
+		}
+		h.scopeSpend = h.scopeSpend.With(st)
+		room, err := Room(context.Background(), h.scope, h.scopeSpend, tv)
+		if err != nil {
+			t.Fatalf("charge %d: %v", i, err)
+		}
+		if i%23 != 22 && i != len(work)-1 {
+			continue
+		}
+		checked++
+		roomHolds(t, h.scope, h.scopeSpend, tv, room)
+		if again := freshRoom(t, h.scope, h.scopeSpend, tv); again != room {
+			t.Errorf("charge %d: room %.17g, a new process recomputes %.17g", i, room, again)
+		}
+		hi := roomUpper(h.scope, h.scopeSpend, tv)
+		exact, err := roomExact(context.Background(), h.scope, h.scopeSpend, tv, 0, hi, 1e-7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !(room <= exact) || room < exact*(1-3e-4) {
+			t.Errorf("charge %d: room %.9g, the largest mu Decide accepts %.9g (relative %.2g)", i, room, exact, room/exact-1)
+		}
+		t.Logf("charge %d: room %.9g, Decide's limit %.9g (%.2g)", i, room, exact, room/exact-1)
+	}
+	if checked < 5 {
+		t.Fatalf("checked %d states", checked)
+	}
+}
+
+// roomOfMerged inverts the merged mu exactly as rigComposition.extend
+// computes it: the largest r whose merged mu is at most the lattice point,
+// and the next float's above it.
+func TestRoomOfMerged(t *testing.T) {
+	for _, gsq := range []float64{0, 1e-9, 0.0025, 0.3, 7} {
+		for _, m := range []float64{0.01, 0.5, 1, 3.3, 7.2, 40, 1e4} {
+			k := roomLatticeDown(m)
+			lm := roomLatticeMu(k)
+			if lm > m || roomLatticeMu(k+1) <= m || roomLatticeUp(lm) != k {
+				t.Errorf("lattice at %v: point %v, next %v", m, lm, roomLatticeMu(k+1))
+			}
+			if rel := roomLatticeMu(k+1)/lm - 1; rel > 1.3e-4 || rel < 5e-5 {
+				t.Errorf("lattice step at %v: relative %v", m, rel)
+			}
+			r, _ := roomOfMerged(gsq, lm)
+			if roomMerged(gsq, 0) > lm {
+				if r != -1 {
+					t.Errorf("gsq %v, m %v: r %v, want -1 (even 0 merges above)", gsq, lm, r)
+				}
+				continue
+			}
+			if !(r >= 0) || roomMerged(gsq, r) > lm || roomMerged(gsq, math.Nextafter(r, math.Inf(1))) <= lm {
+				t.Errorf("gsq %v, m %v: r %v merges to %v, the next float to %v", gsq, lm, r, roomMerged(gsq, r), roomMerged(gsq, math.Nextafter(r, math.Inf(1))))
+			}
+			// extend's own merge, through a composition waiting with gsq.
+			c := rigComposition{gsq: gsq}
+			n, err := c.extend(mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: r})
+			if err == nil && r > 0 && n.gaussMu() != roomMerged(gsq, r) {
+				t.Errorf("gsq %v, r %v: extend merges to %v, roomMerged %v", gsq, r, n.gaussMu(), roomMerged(gsq, r))
+			}
+		}
+	}
+}
