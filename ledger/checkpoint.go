@@ -28,8 +28,9 @@ import (
 // kept beside the chain, in dp_scope_state.pld, for the last checkpoint only
 // (a process that resumes reads them there and checks them against the
 // row). A charge writes one when 16 charges of other than Gaussian entries
-// (a subsampled one counting 4: replayWeight), or 256 rows, followed the
-// last: a process that resumes replays at most that many entries.
+// (a subsampled one counting 16: replayWeight), or 256 rows, followed the
+// last: a process that resumes replays at most that many entries, and no
+// subsampled one.
 //
 // Nothing in a checkpoint is trusted that the chain does not vouch for: the
 // row's hash covers the record, the record covers the compositions, and the
@@ -319,17 +320,18 @@ func (n *fileState) addCharge(r Row) error {
 
 // replayWeight is what a charge of m counts toward the next checkpoint's
 // checkpointNonGaussian: 0 for an exactly Gaussian one (replayed by a sum),
-// checkpointNonGaussian/4 for one with subsampled parts (dp_avgmix,
-// dp_select_topm: hundreds of steps composed on the fine grid, some 50 to
-// 200 ms each in a new process), else 1. A new process then replays at
-// most three subsampled charges, or fifteen others.
+// checkpointNonGaussian for one with subsampled parts (dp_avgmix,
+// dp_select_topm: hundreds of steps composed on the fine grid, some 25 to
+// 200 ms each in a new process, so a checkpoint follows every one), else 1.
+// A new process then replays no subsampled charge, and at most fifteen
+// others.
 func replayWeight(m mechanism.Mechanism) int {
 	if m.IsGaussian() {
 		return 0
 	}
 	for _, p := range m.Components() {
 		if p.Kind == mechanism.KindSubsampledGaussian {
-			return checkpointNonGaussian / 4
+			return checkpointNonGaussian
 		}
 	}
 	return 1

@@ -48,8 +48,16 @@ func TestChargeQuote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A subsampled charge is followed by a checkpoint that covers it
+	// (replayWeight): the charge is the row before.
+	if n := len(rows); n < 2 || rows[n-1].kind() != EventCheckpoint || rows[n-2].kind() != EventCharge {
+		t.Fatalf("the last two rows are not the charge and its checkpoint: %+v", rows[max(len(rows)-2, 0):])
+	}
+	if rec, err := parseCheckpoint(rows[len(rows)-1]); err != nil || rec.Through != rows[len(rows)-2].ID {
+		t.Errorf("the checkpoint after the subsampled charge covers row %d, want %d (%v)", rec.Through, rows[len(rows)-2].ID, err)
+	}
 	var params map[string]any
-	if err := json.Unmarshal([]byte(rows[len(rows)-1].Params), &params); err != nil {
+	if err := json.Unmarshal([]byte(rows[len(rows)-2].Params), &params); err != nil {
 		t.Fatal(err)
 	}
 	if params["into"] != "t" || params[mechanism.KeyQuoteEpsilon] != q.Epsilon || params[mechanism.KeyQuoteDelta] != 1e-5 ||

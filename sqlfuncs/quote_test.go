@@ -51,7 +51,17 @@ func chargedRow(t *testing.T, q mechanism.Quote, rel string) (ledger.Receipt, ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	last := rows[len(rows)-1]
+	// The receipt names the charge's row (a checkpoint row may follow it:
+	// one follows every subsampled charge).
+	var last ledger.Row
+	for _, r := range rows {
+		if r.ID == receipt.ID {
+			last = r
+		}
+	}
+	if last.ID == 0 || (last.Kind != ledger.EventCharge && last.Kind != "") {
+		t.Fatalf("the receipt names row %d, which is not a charge row of the ledger (%+v)", receipt.ID, last)
+	}
 	var params map[string]any
 	if err := json.Unmarshal([]byte(last.Params), &params); err != nil {
 		t.Fatal(err)
