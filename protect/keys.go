@@ -22,6 +22,16 @@ import (
 //   - in a column without a declared type (or of BLOB affinity) an integral
 //     REAL is its INTEGER (SQLite's INTEGER, NUMERIC and REAL affinities
 //     already store one type per number);
+//   - the key is released as SQLite stores it, TEXT, INTEGER, REAL or BLOB,
+//     whatever the declared type says: a DATE, DATETIME or TIMESTAMP key is
+//     its text ('2024-01-02') or number as stored, a BOOLEAN key its integer
+//     (1, 0), never the time.Time or bool the Go driver would make of a
+//     column of those declared types (its parse is lossy: '2024-01-02' and
+//     '2024-01-02 00:00:00' would both read as one time, 1 and 2 as true,
+//     text it cannot parse as the zero time). So a key of NUMERIC affinity,
+//     which those types have, is never a bare column: it is the same CASE
+//     as under BLOB (a no-op on NUMERIC's values), and an expression has no
+//     declared type for a driver to act on;
 //   - any other collation (an application's own) is refused.
 //
 // Public keys (the owner's key table) are canonicalised the same way, after
@@ -162,7 +172,12 @@ func (f KeyForm) canonical(x string, public bool) string {
 	integral := fmt.Sprintf("CASE WHEN %[1]s = CAST(%[1]s AS INTEGER) THEN CAST(%[1]s AS INTEGER) ELSE %[1]s END", x)
 	var real, integer string // the canonical forms of a REAL and of an INTEGER x ("": x)
 	switch {
-	case !public && f.Affinity == "BLOB":
+	case !public && (f.Affinity == "BLOB" || f.Affinity == "NUMERIC"):
+		// Under NUMERIC affinity this changes no value (SQLite stores an
+		// integral REAL as its INTEGER already), but it makes the key an
+		// expression, which has no declared type: DATE, DATETIME, TIMESTAMP
+		// and BOOLEAN columns (NUMERIC affinity) would otherwise be
+		// reinterpreted by the Go driver as time.Time and bool.
 		real = integral
 	case !public:
 	case f.Affinity == "TEXT":

@@ -47,7 +47,7 @@ func TestCanonicalKeysProperty(t *testing.T) {
 		}
 		return n
 	}
-	for _, typ := range []string{"", "TEXT", "INTEGER", "REAL", "NUMERIC", "BLOB", "VARCHAR(10)", "DOUBLE"} {
+	for _, typ := range []string{"", "TEXT", "INTEGER", "REAL", "NUMERIC", "BLOB", "VARCHAR(10)", "DOUBLE", "DATE", "DATETIME", "TIMESTAMP", "BOOLEAN"} {
 		for _, coll := range []string{"BINARY", "NOCASE", "RTRIM"} {
 			exec(`DROP TABLE IF EXISTS d`)
 			exec(`DROP TABLE IF EXISTS p`)
@@ -72,6 +72,26 @@ func TestCanonicalKeysProperty(t *testing.T) {
 			if n := count(fmt.Sprintf(`SELECT count(*) FROM d a WHERE NOT (a.c = (%s) COLLATE %s)`, ca, coll)); n != 0 {
 				t.Errorf("%s COLLATE %s: %d values unequal to their canonical form", typ, coll, n)
 			}
+			// Read through the Go driver, each canonical form is the value
+			// as SQLite stores it: never a time.Time or bool made from
+			// the declared type (DATE, BOOLEAN, ...).
+			canon := f.canonical("c", false)
+			rows, err := conn.QueryContext(ctx, fmt.Sprintf(`SELECT %s, typeof(c), quote(c) FROM (SELECT c FROM d)`, canon))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var v any
+				var typeOf, quoted string
+				if err := rows.Scan(&v, &typeOf, &quoted); err != nil {
+					t.Fatal(err)
+				}
+				want := map[string]string{"text": "string", "integer": "int64", "real": "float64", "blob": "[]uint8"}[typeOf]
+				if got := fmt.Sprintf("%T", v); got != want && !(typeOf == "real" && got == "int64") {
+					t.Errorf("%s COLLATE %s: the key of %s reads as %s %v, want %s", typ, coll, quoted, got, v, want)
+				}
+			}
+			rows.Close()
 			// GROUP BY the canonical form: as many groups as GROUP BY c.
 			if g, h := count(`SELECT count(*) FROM (SELECT 1 FROM d GROUP BY c)`), count(fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM d AS a GROUP BY %s)`, ca)); g != h {
 				t.Errorf("%s COLLATE %s: %d groups, %d canonical ones", typ, coll, g, h)
