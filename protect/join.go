@@ -151,6 +151,11 @@ func (c *checker) join() error {
 			return "", false, refusef("no column %q in %s or %s (%s)", name, c.pl.table, pub.name, clause)
 		}
 		f := flatName(qcol)
+		_, clash := c.cols[strings.ToLower(f)]
+		if other, ok := jp.flat[strings.ToLower(f)]; clash || ok && other != qcol {
+			return "", false, joinRefusalf("column %s of %s would be read as %s, which names another column: ask the "+
+				"owner to rename one", qcol, pub.name, f)
+		}
 		jp.flat[strings.ToLower(f)] = qcol
 		jp.reads[strings.ToLower(qcol)] = true
 		return f, true, nil

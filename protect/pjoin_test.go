@@ -175,18 +175,22 @@ func TestProtectedJoinRefusals(t *testing.T) {
 		{"no index", pv, []string{`DROP INDEX visits_pid`}, `FROM t JOIN visits ON t.pid = visits.pid`, "no index on its privacy unit"},
 		{"affinity", pv, []string{`CREATE TABLE v2 (pid TEXT, kind)`, `CREATE INDEX v2_pid ON v2(pid)`},
 			`FROM t JOIN v2 ON t.pid = v2.pid`, "do not compare alike"},
+		{"flat name taken", pv, []string{`CREATE TABLE v3 (pid INTEGER, x REAL, "v3.x" REAL)`, `CREATE INDEX v3_pid ON v3(pid)`},
+			`FROM t JOIN v3 ON t.pid = v3.pid WHERE v3.x > 1 AND v3."v3.x" > 1`, "would be read as"},
 		{"right join", pv, nil, `FROM t RIGHT JOIN visits ON t.pid = visits.pid`, "RIGHT joins are not accepted"},
 		{"rtrim units", pv, []string{`CREATE TABLE v2 (pid INTEGER COLLATE RTRIM, kind)`, `CREATE INDEX v2_pid ON v2(pid)`},
 			`FROM t JOIN v2 ON t.pid = v2.pid`, "do not compare alike"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e0, _ := pjoinNeighbours(t, pt, c.pv, c.more...)
-			if strings.Contains(c.q, "v2") {
-				db, _ := sql.Open("sqlite3", "file:"+e0.path+"?_journal_mode=WAL&_busy_timeout=10000")
-				if err := Protect(context.Background(), db, "v2", Policy{PrivacyUnit: "pid", Persons: "clinic"}); err != nil {
-					t.Fatal(err)
+			for _, tb := range []string{"v2", "v3"} {
+				if strings.Contains(c.q, tb) {
+					db, _ := sql.Open("sqlite3", "file:"+e0.path+"?_journal_mode=WAL&_busy_timeout=10000")
+					if err := Protect(context.Background(), db, tb, Policy{PrivacyUnit: "pid", Persons: "clinic"}); err != nil {
+						t.Fatal(err)
+					}
+					db.Close()
 				}
-				db.Close()
 			}
 			_, err := e0.Query(context.Background(), "default", dp+c.q)
 			var r *Refusal
