@@ -94,8 +94,8 @@ func prepareAll(ctx context.Context, conn *sql.Conn, pl *plan) error {
 	}
 	return authorized(conn, pl, func(denied *string) error {
 		for _, text := range texts {
-			if pl.join != nil && pl.join.prot != nil {
-				if err := checkJoinPlan(ctx, conn, text); err != nil { // pjoin.go
+			if pl.join != nil && (pl.join.prot != nil || pl.join.index != "") {
+				if err := checkJoinPlan(ctx, conn, text, pl.join.prot != nil); err != nil { // pjoin.go
 					return err
 				}
 			}

@@ -62,6 +62,9 @@ type joinPlan struct {
 	onWork float64 // the work of one protected row's comparison with one public row
 	// prot is set when the joined table is protected too (pjoin.go).
 	prot *protJoin
+	// index is the public table's index the join seeks, "" for the scan
+	// bound (pubindex.go).
+	index string
 }
 
 // joinUnit is the joined rows' person column when each protected row is a
@@ -305,8 +308,12 @@ func (pl *plan) joinedRows() string {
 		on = append(on, fmt.Sprintf("_p.%s = _q.%s", dpselect.QuoteIdent(p[0]), dpselect.QuoteIdent(p[1])))
 		guards = append(guards, fmt.Sprintf("(octet_length(_p.%s) > %d) IS NOT 1", dpselect.QuoteIdent(p[0]), pl.policy.maxLength(p[0])))
 	}
-	return fmt.Sprintf("(SELECT %s FROM main.%s AS _p %s main.%s AS _q ON %s WHERE %s)", l.String(),
-		dpselect.QuoteIdent(pl.table), op, dpselect.QuoteIdent(jp.pub.name), strings.Join(on, " AND "),
+	indexed := ""
+	if jp.index != "" { // a seek on the public table's index (pubindex.go)
+		indexed = " INDEXED BY " + dpselect.QuoteIdent(jp.index)
+	}
+	return fmt.Sprintf("(SELECT %s FROM main.%s AS _p %s main.%s AS _q%s ON %s WHERE %s)", l.String(),
+		dpselect.QuoteIdent(pl.table), op, dpselect.QuoteIdent(jp.pub.name), indexed, strings.Join(on, " AND "),
 		strings.Join(guards, " AND "))
 }
 
@@ -404,6 +411,18 @@ func (pl *plan) boundJoinWork(ctx context.Context, conn *sql.Conn) error {
 		return fmt.Errorf("reading the multiplicity of %s's join keys: %w", jp.pub.name, err)
 	}
 	jp.mult = max(mult.Int64, 1)
+	// The multiplicity counts the public keys as GROUP BY compares them:
+	// ON compares them so only when both sides have the same affinity and
+	// collation (pubindex.go); otherwise any public row may match.
+	alike, err := pl.onAlike(ctx, conn)
+	if err != nil {
+		return err
+	}
+	for _, a := range alike {
+		if !a {
+			jp.mult = max(jp.pub.rows, 1)
+		}
+	}
 	row, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM main.%s", strings.Join(lens, ", "), t))
 	if err != nil {
 		return err
@@ -434,8 +453,19 @@ func (pl *plan) boundJoinWork(ctx context.Context, conn *sql.Conn) error {
 	lookup := passes * float64(jp.pub.rows) * jp.onWork
 	work := lookup + float64(jp.mult)*(pl.rowWork+numberBytes*float64(len(jp.flat)+1))
 	if work > MaxRowWork || math.IsNaN(work) {
-		return refusef("the join may do about %.3g units of work per protected row (about a nanosecond each), over the limit of %d (protect.MaxRowWork): %s has %d rows, each compared at about %.3g units, and one ON key repeats %d times; join a smaller public table, or lower the ON columns' max_length in the policy",
-			work, MaxRowWork, jp.pub.name, jp.pub.rows, jp.onWork, jp.mult)
+		// A seek on an index of the public table instead of a scan
+		// (pubindex.go), when one fits.
+		iw, err := pl.indexedJoinWork(ctx, conn, alike, vals, passes)
+		if err != nil {
+			return err
+		}
+		if iw < work {
+			work = iw
+		}
+	}
+	if work > MaxRowWork || math.IsNaN(work) {
+		return refusef("the join may do about %.3g units of work per protected row (about a nanosecond each), over the limit of %d (protect.MaxRowWork): %s has %d rows, each compared at about %.3g units, and one ON key repeats %d times; join a smaller public table, ask the owner for an index on its ON column (CREATE INDEX ... ON %s(col), with the protected column's type and collation), or lower the ON columns' max_length in the policy",
+			work, MaxRowWork, jp.pub.name, jp.pub.rows, jp.onWork, jp.mult, dpselect.QuoteIdent(jp.pub.name))
 	}
 	pl.rowWork = work
 	return nil

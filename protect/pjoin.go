@@ -343,9 +343,11 @@ func (pl *plan) protectedJoinedRows() string {
 }
 
 // checkJoinPlan refuses a statement whose SQL SQLite would run with a scan
-// of the joined protected table instead of the seeks the work bound assumes
-// (EXPLAIN QUERY PLAN, reading nothing).
-func checkJoinPlan(ctx context.Context, conn *sql.Conn, text string) error {
+// of the joined table instead of the seeks the work bound assumes (EXPLAIN
+// QUERY PLAN, reading nothing): for a protected table (protected), a seek
+// of (unit, rowid) or of its INTEGER PRIMARY KEY; for a public one, a seek
+// of its index.
+func checkJoinPlan(ctx context.Context, conn *sql.Conn, text string, protected bool) error {
 	rows, err := conn.QueryContext(ctx, "EXPLAIN QUERY PLAN "+text)
 	if err != nil {
 		return fmt.Errorf("protect: the rewritten statement cannot be prepared; nothing was charged: %w", err)
@@ -369,7 +371,9 @@ func checkJoinPlan(ctx context.Context, conn *sql.Conn, text string) error {
 			d = string(b)
 		}
 		switch {
-		case strings.HasPrefix(d, "SEARCH _q ") && strings.Contains(d, "rowid=?"):
+		case strings.HasPrefix(d, "SEARCH _q ") && strings.Contains(d, "rowid=?"): // a protected table's seek
+		case !protected && strings.HasPrefix(d, "SEARCH _q USING ") && strings.Contains(d, "INDEX ") &&
+			strings.Contains(d, "=?") && !strings.Contains(d, "AUTOMATIC"): // a public table's INDEXED BY seek
 		case strings.HasPrefix(d, "SEARCH _i ") && strings.Contains(d, "=?)"):
 		case strings.Contains(d, " _q ") || strings.HasSuffix(d, " _q") || strings.Contains(d, " _i ") || strings.HasSuffix(d, " _i"):
 			return refusef("SQLite would read the joined protected table by %q, not by the index seeks that bound the "+
