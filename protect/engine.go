@@ -676,14 +676,7 @@ func compareValues(a, b any) int {
 	}
 	switch ra {
 	case 1:
-		x, y := toFloat(a), toFloat(b)
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
+		return compareNumbers(a, b) // exactly, as SQLite does (having.go)
 	case 2:
 		return strings.Compare(a.(string), b.(string))
 	case 3:

@@ -1,6 +1,7 @@
 package protect
 
 import (
+	"cmp"
 	"encoding/hex"
 	"math"
 	"regexp"
@@ -198,8 +199,12 @@ func (h *havingClause) eval(e dpselect.Expr, row []any) any {
 		return sqlValue(row[h.cols[strings.ToLower(x.Name)]])
 	case *dpselect.Lit:
 		switch x.Kind {
-		case "number":
-			if i, err := strconv.ParseInt(x.Text, 0, 64); err == nil {
+		case "number": // as SQLite reads it: decimal (010 is ten), or 0x hexadecimal as 64 bits
+			if h, ok := strings.CutPrefix(strings.ToLower(x.Text), "0x"); ok {
+				u, _ := strconv.ParseUint(h, 16, 64)
+				return int64(u)
+			}
+			if i, err := strconv.ParseInt(x.Text, 10, 64); err == nil {
 				return i
 			}
 			f, _ := strconv.ParseFloat(x.Text, 64)
@@ -319,6 +324,58 @@ func cmp3(a, b any, op string) int {
 		return b2i(c > 0)
 	}
 	return b2i(c >= 0) // >=
+}
+
+// compareNumbers compares two numbers (int64 or float64) exactly, as SQLite
+// does: integers as integers, and an integer with a real by their exact
+// values, never through float64, which holds every integer only up to 2^53
+// (HAVING n > 9007199254740992 must not keep n = 9007199254740993 as equal).
+func compareNumbers(a, b any) int {
+	i, aInt := a.(int64)
+	j, bInt := b.(int64)
+	switch {
+	case aInt && bInt:
+		return cmp.Compare(i, j)
+	case aInt:
+		return intFloatCompare(i, b.(float64))
+	case bInt:
+		return -intFloatCompare(j, a.(float64))
+	}
+	x, y := a.(float64), b.(float64)
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// intFloatCompare compares the integer i with the real r exactly (SQLite's
+// sqlite3IntFloatCompare; r is never NaN: SQLite stores NaN as NULL and
+// arith returns NULL for it).
+func intFloatCompare(i int64, r float64) int {
+	switch {
+	case r < -9223372036854775808.0:
+		return 1
+	case r >= 9223372036854775808.0:
+		return -1
+	}
+	y := int64(r) // r truncated toward zero: exact where it matters
+	switch {
+	case i < y:
+		return -1
+	case i > y:
+		return 1
+	}
+	s := float64(i) // i == trunc(r), which a float64 holds exactly: the fraction decides
+	switch {
+	case s < r:
+		return -1
+	case s > r:
+		return 1
+	}
+	return 0
 }
 
 // arith is SQLite's arithmetic on two values: NULL if either is NULL or on
