@@ -217,6 +217,60 @@ func BenchmarkParseCheck(b *testing.B) {
 			corpus(b)
 		}
 	})
+	// protected_join: the largest answered join of two protected tables
+	// (corpus_pjoin.json), checked with the joined table's schema and
+	// rewritten with the index and K its plan found (the schema reads are
+	// outside the loop, as the corpus statement's are).
+	var pj corpusStatement
+	var pjFile corpusFile
+	for path, f := range loadCorpus(b) {
+		for _, s := range f.Statements {
+			if strings.HasSuffix(path, "corpus_pjoin.json") && s.answered() && len(s.SQL) > len(pj.SQL) {
+				pj, pjFile = s, f
+			}
+		}
+	}
+	pe, _ := corpusDB(b, pjFile)
+	pconn, err := pe.db.Conn(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pconn.Close()
+	ppl0, err := pe.plan(ctx, pconn, "default", pj.SQL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ppolicies, err := pe.policies.load(ctx, pconn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pforms := map[string]KeyForm{}
+	for i, k := range ppl0.keys {
+		pforms[k] = ppl0.keyForms[i]
+	}
+	b.Logf("protected_join: %q, %d bytes", pj.Name, len(pj.SQL))
+	b.Run("protected_join", func(b *testing.B) {
+		b.ReportAllocs()
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			st, err := dpselect.Parse(pj.SQL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pl, err := checkJoined(st, ppolicies, ppl0.cols, ppl0.join.pub, pjFile.Budget.Delta)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pl.setKeyForms(pforms); err != nil {
+				b.Fatal(err)
+			}
+			if err := completePlan(pl, map[string]bool{}, false, ppl0.facts, ppl0.keyValues); err != nil {
+				b.Fatal(err)
+			}
+			pl.join.prot.index, pl.join.prot.rowid, pl.join.prot.k = ppl0.join.prot.index, ppl0.join.prot.rowid, ppl0.join.prot.k
+			_ = rewrite(pl)
+		}
+	})
 	b.Run("refused_60KB", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
