@@ -44,9 +44,12 @@ type ProtectedTable struct {
 	// MaxGroups is how many groups of one GROUP BY a person's rows may
 	// reach; MaxRows how many rows per group a person contributes. Rows
 	// beyond them are dropped before anything is counted.
-	MaxGroups int      `json:"max_groups"`
-	MaxRows   int      `json:"max_rows"`
-	Columns   []Column `json:"columns"`
+	MaxGroups int `json:"max_groups"`
+	MaxRows   int `json:"max_rows"`
+	// Persons names the persons the privacy unit identifies: protected
+	// tables with the same Persons join on their units ("" when none).
+	Persons string   `json:"persons,omitempty"`
+	Columns []Column `json:"columns"`
 }
 
 // Column is a column of a listed table.
@@ -159,7 +162,7 @@ func (s *Server) listTables(ctx context.Context, scope string) (*TablesResponse,
 			}
 		}
 		resp.Protected = append(resp.Protected, ProtectedTable{Table: name, PrivacyUnit: p.PrivacyUnit,
-			MaxGroups: p.MaxGroups, MaxRows: p.MaxRows, Columns: cols})
+			MaxGroups: p.MaxGroups, MaxRows: p.MaxRows, Persons: p.Persons, Columns: cols})
 	}
 	mu := 0.5
 	if st, err := s.ledger.Remaining(ctx, scope); err == nil {

@@ -13,7 +13,7 @@ import (
 )
 
 // GET /v1/tables lists what an analyst may query: each protected table with
-// its policy (privacy unit, max_groups, max_rows, columns and their declared
+// its policy (privacy unit, max_groups, max_rows, persons, columns and their declared
 // types, bounds, public key tables, max_length) and the public tables,
 // dpsql's own left out. It is built from the policy and the schema alone:
 // a neighbouring database (one person more) gives the same bytes. Its
@@ -25,7 +25,7 @@ func TestTables(t *testing.T) {
 	c.exec(t, `INSERT INTO sexes VALUES ('F'), ('M')`)
 	c.exec(t, `SELECT dp_protect('patients', json_object('privacy_unit', 'pid', 'max_groups', 2, 'max_rows', 1,
 		'bounds', json_object('bmi', json_array(10, 60)), 'public_keys', json_object('sex', 'sexes.sex'),
-		'max_length', json_object('sex', 8)))`)
+		'max_length', json_object('sex', 8), 'persons', 'clinic'))`)
 	c.exec(t, `CREATE TABLE visits (id INTEGER, ward TEXT, cost)`)
 	c.exec(t, `SELECT dp_protect('visits', json_object())`)
 	alice, bob := c.account(t, "alice", "a"), c.account(t, "bob", "b")
@@ -40,7 +40,7 @@ func TestTables(t *testing.T) {
 		t.Fatalf("listing %+v", l)
 	}
 	p := l.Protected[0]
-	if p.PrivacyUnit != "pid" || p.MaxGroups != 2 || p.MaxRows != 1 {
+	if p.PrivacyUnit != "pid" || p.MaxGroups != 2 || p.MaxRows != 1 || p.Persons != "clinic" {
 		t.Errorf("patients' policy %+v", p)
 	}
 	bmi := [2]float64{10, 60}
@@ -53,7 +53,7 @@ func TestTables(t *testing.T) {
 	if !reflect.DeepEqual(p.Columns, want) {
 		t.Errorf("patients' columns\n got %+v\nwant %+v", p.Columns, want)
 	}
-	if v := l.Protected[1]; v.PrivacyUnit != "" || v.MaxGroups != 1 || v.MaxRows != 1 || len(v.Columns) != 3 || v.Columns[2].Type != "" {
+	if v := l.Protected[1]; v.PrivacyUnit != "" || v.Persons != "" || v.MaxGroups != 1 || v.MaxRows != 1 || len(v.Columns) != 3 || v.Columns[2].Type != "" {
 		t.Errorf("visits %+v", v)
 	}
 	var public []string
