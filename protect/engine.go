@@ -32,6 +32,9 @@ type Engine struct {
 	// policies are replayed from the chain's policy records, memoised by
 	// its head; dp_policy is never read.
 	policies policyMemo
+	// afterRow, nil outside tests, is called after each row a read scans
+	// (export_test.go: a read stopped mid-way without a clock).
+	afterRow func(ctx context.Context)
 }
 
 var (
@@ -541,6 +544,13 @@ func (e *Engine) readRows(ctx context.Context, conn *sql.Conn, pl *plan, text st
 			}
 		}
 		out = append(out, g)
+		if e.afterRow != nil {
+			e.afterRow(ctx)
+		}
+		// A stopped read ends at the next row, even one SQLite already had.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
 	return out, rows.Err()
 }

@@ -2,7 +2,6 @@ package protect_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -14,45 +13,31 @@ import (
 	"github.com/dpsql/dpsql/protect"
 )
 
-// slowClinic is a clinic of n patients (a budget of mu = 2; max_groups 2,
-// max_rows 1, so the read bounds each person with window functions) and the
-// time one read of q (a format of mu) takes on it, measured through an
-// analyst connection (charged once, mu 0.1).
-func slowClinic(t *testing.T, n int, q string) (path string, owner *sql.DB, read time.Duration) {
-	t.Helper()
-	path, owner = newClinic(t, 2, "", func(*sql.Tx) {})
-	mustExec(t, owner, fmt.Sprintf(`WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < %d)
-		INSERT INTO patients SELECT i, CASE i %% 2 WHEN 0 THEN 'F' ELSE 'M' END, 20 + i %% 60, 18 + (i %% 25) FROM s`, n))
-	mustExec(t, owner, `SELECT dp_protect('patients', json_object('privacy_unit', 'pid', 'max_groups', 2, 'max_rows', 1))`)
-	a := openAnalyst(t, path)
-	t0 := time.Now()
-	if _, _, err := queryAll(context.Background(), a, fmt.Sprintf(q, 0.1)); err != nil {
-		t.Fatal(err)
-	}
-	return path, owner, time.Since(t0)
-}
-
 const (
 	slowQuery  = `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = %g) sex, COUNT(*) AS n FROM patients GROUP BY sex`
 	countQuery = `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = %g) COUNT(*) AS n FROM patients`
 )
 
-// stopWhenCharged returns a context that is cancelled as soon as the ledger
-// holds more than charges0 charges, or after fallback, whichever comes first.
-func stopWhenCharged(t *testing.T, owner *sql.DB, charges0 int, fallback time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		deadline := time.Now().Add(fallback)
-		for ctx.Err() == nil && time.Now().Before(deadline) {
-			var n int
-			if err := owner.QueryRow(`SELECT count(*) FROM dp_ledger WHERE kind = 'charge'`).Scan(&n); err == nil && n > charges0 {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
-		cancel()
-	}()
-	return ctx, cancel
+// expiring is a context whose deadline the test passes by hand (expire): a
+// statement stopped at its deadline, at a moment the test chooses.
+type expiring struct {
+	context.Context
+	done chan struct{}
+}
+
+func newExpiring() *expiring {
+	return &expiring{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *expiring) expire()               { close(c.done) }
+func (c *expiring) Done() <-chan struct{} { return c.done }
+func (c *expiring) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
 }
 
 // A DP statement stopped after it was accepted (cancelled, or past its
@@ -60,24 +45,49 @@ func stopWhenCharged(t *testing.T, owner *sql.DB, charges0 int, fallback time.Du
 // nothing: whether a statement is charged depends on the statement, the
 // policy and the ledger, never on how long the read takes. (Until issue 22 a
 // statement stopped while it read charged nothing, and a WHERE whose running
-// time depended on one row gave one bit per statement for free.)
+// time depended on one row gave one bit per statement for free.) No clock:
+// the read is held after its first row (of two) until the test stops it.
 func TestStoppedAfterAcceptanceKeepsCharge(t *testing.T) {
-	path, owner, read := slowClinic(t, 500000, slowQuery)
-	t.Logf("one read: %v", read)
+	path, owner := newClinic(t, 2, `json_object('privacy_unit', 'pid', 'max_groups', 2, 'max_rows', 1)`, insertPatients(2000, func(i int) (int, string, int, any) {
+		return i, []string{"F", "M"}[i%2], 20 + i%60, 18 + i%25
+	}))
 	a := openAnalyst(t, path)
+	if _, _, err := queryAll(context.Background(), a, fmt.Sprintf(countQuery, 0.1)); err != nil {
+		t.Fatal(err)
+	}
+	midway := protect.StopReadsMidway(t, path)
+	type answer struct {
+		rows [][]any
+		err  error
+	}
 	for _, stop := range []string{"cancel", "deadline"} {
 		before := ledgerRows(t, owner)
 		var ctx context.Context
-		var cancel context.CancelFunc
+		var stopNow func()
 		if stop == "cancel" {
-			ctx, cancel = stopWhenCharged(t, owner, before, read/3)
+			ctx, stopNow = context.WithCancel(context.Background())
 		} else {
-			ctx, cancel = context.WithTimeout(context.Background(), read/3)
+			e := newExpiring()
+			ctx, stopNow = e, e.expire
 		}
-		_, rows, err := queryAll(ctx, a, fmt.Sprintf(slowQuery, 0.2))
-		cancel()
+		answered := make(chan answer, 1)
+		go func() {
+			_, rows, err := queryAll(ctx, a, fmt.Sprintf(slowQuery, 0.2))
+			answered <- answer{rows, err}
+		}()
+		select {
+		case <-midway: // the read has scanned its first row and waits
+		case r := <-answered:
+			t.Fatalf("%s: the statement returned (%v, %v) before its read was under way", stop, r.rows, r.err)
+		}
+		if n := ledgerRows(t, owner) - before; n != 1 {
+			t.Errorf("%s: a statement in its read has made %d charges, want exactly 1 (committed before the read)", stop, n)
+		}
+		stopNow()
+		r := <-answered
+		err := r.err
 		if err == nil {
-			t.Errorf("%s: the statement answered (%d rows): it was not stopped", stop, len(rows))
+			t.Errorf("%s: the statement answered (%d rows): it was not stopped", stop, len(r.rows))
 		}
 		if n := ledgerRows(t, owner) - before; n != 1 {
 			t.Errorf("%s: a statement stopped after acceptance made %d charges, want exactly 1 (err %v)", stop, n, err)
@@ -86,8 +96,12 @@ func TestStoppedAfterAcceptanceKeepsCharge(t *testing.T) {
 		if !errors.As(err, &st) || st.Receipt.ID == 0 || !strings.Contains(err.Error(), "keeps its charge") {
 			t.Errorf("%s: error %v, want a *protect.Stopped naming the charge", stop, err)
 		}
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("%s: error %v does not wrap the context's", stop, err)
+		want := context.Canceled
+		if stop == "deadline" {
+			want = context.DeadlineExceeded
+		}
+		if !errors.Is(err, want) {
+			t.Errorf("%s: error %v does not wrap %v", stop, err, want)
 		}
 	}
 }
