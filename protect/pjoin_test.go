@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Joins of two protected tables on a shared privacy unit (pjoin.go).
@@ -320,4 +321,33 @@ func TestProtectedJoinRefusedOutsideSQLite(t *testing.T) {
 	if !IsRefusal(err) || !strings.Contains(err.Error(), "joins run only inside SQLite") {
 		t.Fatalf("got %v, want a refusal saying joins run only inside SQLite", err)
 	}
+}
+
+// Running time: a person with 60 rows in t and 20,000 visits adds to the
+// join's CPU at most what the bound states for their 60 rows of t (the
+// statement's rowWork each, with a margin of 3 for a shared machine and 2
+// µs a row for reading and bounding it), where the 1.2 million pairs of a
+// plain join would take a thousand times more. Outcome: held.
+func TestProtectedJoinWorkBound(t *testing.T) {
+	pt, pv := clinicPolicies()
+	e0, e1 := pjoinNeighboursVisits(t, pt, pv, false)
+	db, err := sql.Open("sqlite3", "file:"+e1.path+"?_journal_mode=WAL&_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 20000)
+		INSERT INTO visits SELECT 999, 'k' || (i % 3), i % 50 FROM s`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	q := `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) kind, COUNT(*) AS n, SUM(cost) AS s FROM t JOIN visits ON t.pid = visits.pid GROUP BY kind`
+	pl, _ := exact(t, e1, q)
+	cpu := cpuPerRow(t, []*Engine{e0, e1}, pl, 1)
+	extra := cpu[1] - cpu[0]
+	bound := time.Duration(3 * 60 * (pl.rowWork + 2000))
+	if extra > bound {
+		t.Fatalf("the heavy person's 60 rows of t and 20,000 visits add %v of CPU to the join, over the bound of %v (rowWork %.0f units, K %d)",
+			extra, bound, pl.rowWork, pl.join.prot.k)
+	}
+	t.Logf("the heavy person adds %v of CPU (bound %v; rowWork %.0f, K %d)", extra, bound, pl.rowWork, pl.join.prot.k)
 }
