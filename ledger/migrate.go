@@ -23,7 +23,7 @@ import (
 //     and its cached PLDs, and is rewritten from the chain as version 1
 //     accounts it (the samplers' noise_tv is now paid from delta);
 //   - dp_budget_status counts charges only, shows the relation and a row for
-//     the whole file.
+//     the whole file (version 1's last view: migrateV1 then replaces it).
 //
 // Version-0 budgets were never chain events: what the upgrade copies is what
 // dp_budget holds at that moment. The protecting triggers are left as found,
@@ -40,7 +40,7 @@ func migrateV0(ctx context.Context, x ledgerConn) error {
 		`INSERT INTO dp_scope_state_v1 SELECT scope, through_id, mu_spent, mu_remaining, epsilon_spent, epsilon_rigorous, NULL FROM dp_scope_state`,
 		`DROP TABLE dp_scope_state`,
 		`ALTER TABLE dp_scope_state_v1 RENAME TO dp_scope_state`,
-		statusViewSQL,
+		v1StatusView,
 	} {
 		if _, err := x.ExecContext(ctx, q); err != nil {
 			return fail(err)
@@ -123,6 +123,31 @@ func migrateV0(ctx context.Context, x ledgerConn) error {
 	}
 	_, err = x.ExecContext(ctx, `PRAGMA user_version = 1`)
 	return err
+}
+
+// migrateV1 upgrades a version-1 ledger to version 2 in place, inside the
+// caller's write transaction (a charge's, a dp_init's or a record's, so that
+// the upgrade is committed with that write or not at all): it replaces the
+// dp_budget_status view, whichever version-1 release wrote it, with this
+// version's, whose mu_remaining is the one remaining figure, and sets
+// user_version to 2. Nothing else changes: the tables, their rows, the
+// triggers and the chain are version 1's and version 2's alike (the chain
+// gains no row; the version and the view are what an auditor sees change).
+// After it a dpsql of version 1 refuses the file as written by a newer
+// dpsql instead of reading the new view as a replaced one. The caller has
+// checked the version-1 objects (checkObjectsIn), so a look-alike view is
+// refused, not replaced.
+func migrateV1(ctx context.Context, x ledgerConn) error {
+	for _, q := range []string{
+		`DROP VIEW dp_budget_status`,
+		statusViewSQL,
+		`PRAGMA user_version = 2`,
+	} {
+		if _, err := x.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("upgrading the ledger to schema version 2: %w", err)
+		}
+	}
+	return nil
 }
 
 // writeStates rewrites the dp_scope_state rows of the named scopes (those with

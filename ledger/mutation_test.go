@@ -340,18 +340,23 @@ var mutations = []mutation{
 	{"look-alike view", func(t *testing.T, r *rand.Rand, path string) (string, []string) {
 		want := stored(statusViewSQL)
 		var repl string
-		switch r.IntN(3) {
+		switch r.IntN(4) {
 		case 0:
 			repl = strings.Replace(want, "AS\nSELECT", "AS\nSELECT ", 1) // one more space
 		case 1:
 			repl = strings.Replace(want, "coalesce(s.mu_spent, 0) AS mu_spent", "0 AS mu_spent", 1)
+		case 2:
+			repl = v1StatusViews[r.IntN(len(v1StatusViews))] // a version-1 release's, in a version-2 file
 		default:
 			repl = "CREATE TABLE dp_budget_status AS SELECT * FROM dp_budget"
 		}
 		return repl, []string{"DROP VIEW dp_budget_status", repl}
 	}},
 	{"user_version", func(t *testing.T, r *rand.Rand, path string) (string, []string) {
-		vs := []int{-1, 0, 2, 3, 99, math.MaxInt32}
+		// Every version but the fixture's (SchemaVersion): one no dpsql
+		// writes, the earlier ones (whose objects are not this file's),
+		// later ones (a newer dpsql's).
+		vs := []int{-1, 0, 1, SchemaVersion + 1, 99, math.MaxInt32}
 		q := fmt.Sprintf("PRAGMA user_version = %d", vs[r.IntN(len(vs))])
 		return q, []string{q}
 	}},

@@ -12,10 +12,12 @@ import (
 // without IF NOT EXISTS; an automatic index has none). [Verify] and every
 // write to the ledger compare the file's objects with these: an object of
 // another type, another SQL text or a trigger that dpsql does not create on
-// one of these tables is a disagreement. The texts of older versions are
-// listed where a file written by them is still read (a version-0 file, a
-// version-1 file upgraded from version 0 by ALTER TABLE, the status views of
-// earlier version-1 releases, which the next write replaces).
+// one of these tables is a disagreement. Each schema version has its own
+// list, with every text a dpsql of that version wrote (a version-1 file
+// upgraded from version 0 by ALTER TABLE keeps those texts; the status views
+// of the version-1 releases): a file is checked against its version's list
+// only, so a file that says version 2 with a version-1 view, or the reverse,
+// is a disagreement. An upgrade (migrate.go) replaces what differs.
 
 // object is one entry of sqlite_master that dpsql creates.
 type object struct {
@@ -48,16 +50,23 @@ func statements(schema string) map[string]string {
 }
 
 // ledgerObjects returns the ledger's objects in a file of schema version v
-// (0 or SchemaVersion).
+// (0 to SchemaVersion; the caller has refused any other).
 func ledgerObjects(v int) []object {
-	if v == 0 {
+	switch v {
+	case 0:
 		return objectsV0
+	case 1:
+		return objectsV1
 	}
-	return objectsV1
+	return objectsV2
 }
 
-var objectsV0, objectsV1 = makeLedgerObjects(0), makeLedgerObjects(SchemaVersion)
+var objectsV0, objectsV1, objectsV2 = makeLedgerObjects(0), makeLedgerObjects(1), makeLedgerObjects(2)
 
+// makeLedgerObjects lists the ledger's objects of version v as the dpsql
+// releases of that version wrote them: a fresh file's, and those of a file
+// upgraded from an earlier version (an upgrade keeps the tables' texts).
+// Versions 1 and 2 differ only in the view.
 func makeLedgerObjects(v int) []object {
 	cur := statements(Schema)
 	auto := []object{
@@ -70,7 +79,8 @@ func makeLedgerObjects(v int) []object {
 		triggers = append(triggers, object{"trigger", t.name, table, []string{cur[t.name]}})
 	}
 	var objs []object
-	if v == 0 {
+	switch v {
+	case 0:
 		objs = []object{
 			{"table", "dp_budget", "dp_budget", []string{v0Budget}},
 			{"table", "dp_ledger", "dp_ledger", []string{v0Ledger}},
@@ -78,13 +88,19 @@ func makeLedgerObjects(v int) []object {
 			{"table", "dp_scope_state", "dp_scope_state", []string{v0ScopeState}},
 			{"view", "dp_budget_status", "dp_budget_status", []string{v0StatusView}},
 		}
-	} else {
+	default:
+		budget, ledger, state := cur["dp_budget"], cur["dp_ledger"], cur["dp_scope_state"]
+		views := []string{cur["dp_budget_status"]}
+		if v == 1 {
+			budget, ledger, state = v1Budget, v1Ledger, v1ScopeState
+			views = v1StatusViews
+		}
 		objs = []object{
-			{"table", "dp_budget", "dp_budget", []string{cur["dp_budget"], strings.TrimSuffix(v0Budget, ")") + upgradedBudget}},
-			{"table", "dp_ledger", "dp_ledger", []string{cur["dp_ledger"], strings.TrimSuffix(v0Ledger, ")") + upgradedLedger}},
+			{"table", "dp_budget", "dp_budget", []string{budget, strings.TrimSuffix(v0Budget, ")") + upgradedBudget}},
+			{"table", "dp_ledger", "dp_ledger", []string{ledger, strings.TrimSuffix(v0Ledger, ")") + upgradedLedger}},
 			{"index", "dp_ledger_scope", "dp_ledger", []string{cur["dp_ledger_scope"]}},
-			{"table", "dp_scope_state", "dp_scope_state", []string{cur["dp_scope_state"], upgradedScopeState, v0ScopeState}},
-			{"view", "dp_budget_status", "dp_budget_status", append([]string{cur["dp_budget_status"]}, olderStatusViews...)},
+			{"table", "dp_scope_state", "dp_scope_state", []string{state, upgradedScopeState, v0ScopeState}},
+			{"view", "dp_budget_status", "dp_budget_status", views},
 		}
 	}
 	return append(append(objs, auto...), triggers...)
@@ -139,8 +155,7 @@ func readMaster(ctx context.Context, q Queryer) (map[string]master, error) {
 // objectsCheck is what checkObjects found beside the disagreements it
 // reports.
 type objectsCheck struct {
-	oldView bool     // dp_budget_status is an earlier version-1 release's view (a write replaces it)
-	linked  []string // the derived tables present that name ledger rows (ledger_id): dp_policy, dp_account
+	linked []string // the derived tables present that name ledger rows (ledger_id): dp_policy, dp_account
 }
 
 // checkObjects compares the file's objects with those dpsql creates in a
@@ -150,9 +165,8 @@ type objectsCheck struct {
 // wrapping ErrMismatch.
 func checkObjects(ctx context.Context, q Queryer, v int) (objectsCheck, error) {
 	var res objectsCheck
-	if v != 0 && v != SchemaVersion {
-		return res, fmt.Errorf("%w: the file says schema version %d (PRAGMA user_version), but this dpsql writes version %d and reads versions 0 and %d: "+
-			"a newer dpsql wrote it (use that one), or the version was changed", ErrMismatch, v, SchemaVersion, SchemaVersion)
+	if err := knownVersion(v); err != nil {
+		return res, err
 	}
 	file, err := readMaster(ctx, q)
 	if err != nil {
@@ -164,15 +178,14 @@ func checkObjects(ctx context.Context, q Queryer, v int) (objectsCheck, error) {
 // checkObjectsIn is checkObjects on the file's sqlite_master rows.
 func checkObjectsIn(file map[string]master, v int) (objectsCheck, error) {
 	var res objectsCheck
-	if v != 0 && v != SchemaVersion {
-		return res, fmt.Errorf("%w: the file says schema version %d (PRAGMA user_version), but this dpsql writes version %d and reads versions 0 and %d: "+
-			"a newer dpsql wrote it (use that one), or the version was changed", ErrMismatch, v, SchemaVersion, SchemaVersion)
+	if err := knownVersion(v); err != nil {
+		return res, err
 	}
 	if l, ok := file["dp_ledger"]; ok && v == 0 && l.sql != nil && indexOf(ledgerObjects(SchemaVersion)[1].sql, *l.sql) >= 0 {
 		// user_version is anyone's to set: a file with the event-model
 		// columns is not a version-0 file, whatever it says.
-		return res, fmt.Errorf("%w: the file says schema version 0 (PRAGMA user_version) but its dp_ledger has the event-model columns of version %d: "+
-			"the version was set back, which would skip the budget checks", ErrMismatch, SchemaVersion)
+		return res, fmt.Errorf("%w: the file says schema version 0 (PRAGMA user_version) but its dp_ledger has the event-model columns of version 1: "+
+			"the version was set back, which would skip the budget checks", ErrMismatch)
 	}
 	ours := append(append([]object(nil), ledgerObjects(v)...), otherObjects...)
 	required := len(ledgerObjects(v))
@@ -200,13 +213,9 @@ func checkObjectsIn(file map[string]master, v int) (objectsCheck, error) {
 		case o.sql == nil || got.sql == nil:
 			return res, fmt.Errorf("%w: %s %s is not the one dpsql creates (it was replaced)", ErrMismatch, o.typ, o.name)
 		default:
-			k := indexOf(o.sql, *got.sql)
-			if k < 0 {
+			if indexOf(o.sql, *got.sql) < 0 {
 				return res, fmt.Errorf("%w: %s %s was replaced: its SQL is not the one dpsql writes (see it with SELECT sql FROM sqlite_master WHERE name = '%s')",
 					ErrMismatch, o.typ, o.name, o.name)
-			}
-			if o.name == "dp_budget_status" && v == SchemaVersion && k > 0 {
-				res.oldView = true
 			}
 		}
 	}
@@ -229,11 +238,10 @@ func checkObjectsIn(file map[string]master, v int) (objectsCheck, error) {
 	return res, nil
 }
 
-// checkStatusView checks that dp_budget_status is a view dpsql writes in a
-// file of schema version v.
+// checkStatusView checks that v is a schema version this dpsql reads and
+// that dp_budget_status is a view dpsql writes in a file of that version.
 func checkStatusView(ctx context.Context, q Queryer, v int) error {
-	if v != 0 && v != SchemaVersion {
-		_, err := checkObjects(ctx, q, v)
+	if err := knownVersion(v); err != nil {
 		return err
 	}
 	var got string
@@ -257,9 +265,46 @@ func indexOf(list []string, s string) int {
 	return -1
 }
 
+// v1StatusView is the last version-1 release's view, which the upgrade from
+// version 0 writes (migrateV0) before migrateV1 replaces it.
+var v1StatusView = v1StatusViews[0]
+
 // The texts of older versions and of the other packages' objects, as SQLite
 // keeps them.
 const (
+	// The version-1 tables, as every version-1 release created them (and
+	// version 2 creates them still).
+	v1Budget = `CREATE TABLE dp_budget (
+  scope          TEXT PRIMARY KEY,
+  mu_budget      REAL NOT NULL CHECK (mu_budget > 0),
+  delta          REAL NOT NULL CHECK (delta > 0 AND delta < 1),
+  created_at     TEXT NOT NULL,
+  epsilon_budget REAL CHECK (epsilon_budget IS NULL OR epsilon_budget > 0),
+  neighbours     TEXT NOT NULL DEFAULT 'add_remove'
+)`
+	v1Ledger = `CREATE TABLE dp_ledger (
+  id        INTEGER PRIMARY KEY,
+  at        TEXT NOT NULL,
+  scope     TEXT NOT NULL REFERENCES dp_budget(scope),
+  mechanism TEXT NOT NULL,
+  mu        REAL NOT NULL,
+  params    TEXT NOT NULL,
+  query     TEXT,
+  prev_hash TEXT NOT NULL,
+  hash      TEXT NOT NULL,
+  kind      TEXT NOT NULL DEFAULT 'charge',
+  form      INTEGER NOT NULL DEFAULT 0
+)`
+	v1ScopeState = `CREATE TABLE dp_scope_state (
+  scope            TEXT PRIMARY KEY,
+  through_id       INTEGER NOT NULL,
+  mu_spent         REAL NOT NULL,
+  mu_remaining     REAL NOT NULL,
+  epsilon_spent    REAL NOT NULL,
+  epsilon_rigorous REAL,
+  pld              BLOB
+)`
+
 	v0Budget = `CREATE TABLE dp_budget (
   scope          TEXT PRIMARY KEY,
   mu_budget      REAL NOT NULL CHECK (mu_budget > 0),
@@ -353,11 +398,13 @@ FROM dp_budget b LEFT JOIN dp_scope_state s ON s.scope = b.scope`
 )`
 )
 
-// olderStatusViews are the dp_budget_status views of earlier version-1
-// releases (without the cap in mu_remaining, without the file's total,
-// without the guarantee column).
-var olderStatusViews = []string{
-	// Before mu_remaining took the file's cap into account (issue 23).
+// v1StatusViews are the dp_budget_status views the version-1 releases wrote,
+// the last first: with the guarantee column, then without it, then without
+// the file's total either. A version-1 dpsql replaced an earlier one's view
+// at its next write; version 2's view (mu_remaining no more than the file's
+// cap leaves, issue 23) is not among them: a version-1 dpsql would refuse it
+// as replaced, so it comes with version 2.
+var v1StatusViews = []string{
 	`CREATE VIEW dp_budget_status AS
 SELECT b.scope AS scope,
        b.mu_budget AS mu_budget,

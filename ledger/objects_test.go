@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,8 +12,8 @@ import (
 )
 
 // The catalogue of objects is what this code writes: a fresh file, the
-// version-0 fixture and its upgrade all match it, and every dp_ object
-// they hold is in it.
+// version-0 and version-1 fixtures and their upgrades all match it, and
+// every dp_ object they hold is in it.
 func TestObjectsAreWhatDpsqlWrites(t *testing.T) {
 	ctx := context.Background()
 	fresh := restingLedger(t, "b")
@@ -23,14 +24,21 @@ func TestObjectsAreWhatDpsqlWrites(t *testing.T) {
 	if err := chargeFile(t, upgraded); err != nil { // upgrades the file, then charges
 		t.Fatal(err)
 	}
+	v1 := filepath.Join(t.TempDir(), "v1.db")
+	copyFile(t, "testdata/ledger_v1.db", v1)
+	upgraded1 := filepath.Join(t.TempDir(), "upgraded1.db")
+	copyFile(t, "testdata/ledger_v1.db", upgraded1)
+	if err := chargeFile(t, upgraded1); err != nil {
+		t.Fatal(err)
+	}
 	known := map[string]bool{}
-	for _, o := range append(append(ledgerObjects(SchemaVersion), ledgerObjects(0)...), otherObjects...) {
+	for _, o := range append(append(append(ledgerObjects(SchemaVersion), ledgerObjects(1)...), ledgerObjects(0)...), otherObjects...) {
 		known[o.name] = true
 	}
 	for _, tc := range []struct {
 		path string
 		v    int
-	}{{fresh, SchemaVersion}, {v0, 0}, {upgraded, SchemaVersion}} {
+	}{{fresh, SchemaVersion}, {v0, 0}, {upgraded, SchemaVersion}, {v1, 1}, {upgraded1, SchemaVersion}} {
 		db, err := sql.Open("sqlite3", "file:"+tc.path+"?mode=ro")
 		if err != nil {
 			t.Fatal(err)
@@ -57,26 +65,69 @@ func TestObjectsAreWhatDpsqlWrites(t *testing.T) {
 	}
 }
 
-// An earlier version-1 release's status view verifies, and the next charge
-// replaces it with this version's; any other view is refused.
-func TestOlderStatusViewIsUpgraded(t *testing.T) {
-	for i, old := range olderStatusViews {
+// Each version-1 release's status view verifies in a version-1 file, and
+// the next charge upgrades the file: this version's view, user_version 2.
+// The same view in a file that says version 2, or version 2's view in a
+// file that says version 1, is refused by Verify (naming the view) and by a
+// charge, which then changes nothing.
+func TestVersion1ViewsAreUpgraded(t *testing.T) {
+	for i, old := range v1StatusViews {
 		path := restingLedger(t)
-		sqlOn(t, path, `DROP VIEW dp_budget_status`, old)
+		sqlOn(t, path, `DROP VIEW dp_budget_status`, old, `PRAGMA user_version = 1`)
 		if err := verifyFile(path); err != nil {
-			t.Fatalf("older view %d: Verify says %v", i, err)
+			t.Fatalf("version-1 view %d: Verify says %v", i, err)
 		}
 		if err := chargeFile(t, path); err != nil {
-			t.Fatalf("older view %d: charge: %v", i, err)
+			t.Fatalf("version-1 view %d: charge: %v", i, err)
 		}
-		db, _ := sql.Open("sqlite3", "file:"+path+"?mode=ro")
-		var got string
-		db.QueryRow(`SELECT sql FROM sqlite_master WHERE name = 'dp_budget_status'`).Scan(&got)
-		db.Close()
-		if got != stored(statusViewSQL) {
-			t.Errorf("older view %d: after a charge the view is\n%s", i, got)
+		if v, view := versionAndView(t, path); v != SchemaVersion || view != stored(statusViewSQL) {
+			t.Errorf("version-1 view %d: after a charge, version %d and the view\n%s", i, v, view)
 		}
+
+		claims2 := restingLedger(t)
+		sqlOn(t, claims2, `DROP VIEW dp_budget_status`, old)
+		refusedNamingView(t, claims2, fmt.Sprintf("version 2 with version-1 view %d", i))
 	}
+	claims1 := restingLedger(t)
+	sqlOn(t, claims1, `PRAGMA user_version = 1`)
+	refusedNamingView(t, claims1, "version 1 with version 2's view")
+}
+
+// refusedNamingView checks that Verify fails on path naming the status
+// view, and that a charge is refused and changes nothing Verify vouches for
+// (the version, the objects, the rows; the charge may have switched the file
+// to WAL mode before it looked).
+func refusedNamingView(t *testing.T, path, what string) {
+	t.Helper()
+	if err := verifyFile(path); err == nil || !strings.Contains(err.Error(), "view dp_budget_status was replaced") {
+		t.Errorf("%s: Verify says %v, want it to name view dp_budget_status", what, err)
+	}
+	before, _, err := logicalDump(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chargeFile(t, path); err == nil || !strings.Contains(err.Error(), "view dp_budget_status was replaced") {
+		t.Errorf("%s: a charge says %v, want a refusal naming view dp_budget_status", what, err)
+	}
+	if after, _, err := logicalDump(path); err != nil || after != before {
+		t.Errorf("%s: the refused charge changed the file (%v)", what, err)
+	}
+}
+
+// versionAndView returns path's user_version and dp_budget_status's SQL.
+func versionAndView(t *testing.T, path string) (int, string) {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v int
+	var view string
+	if err := db.QueryRow(`SELECT (SELECT user_version FROM pragma_user_version), coalesce((SELECT sql FROM sqlite_master WHERE name = 'dp_budget_status'), '')`).Scan(&v, &view); err != nil {
+		t.Fatal(err)
+	}
+	return v, view
 }
 
 func copyFile(t *testing.T, src, dst string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -15,9 +16,18 @@ import (
 // PRAGMA user_version. Version 0 (user_version 0 with a dp_ledger table) is the
 // first release's schema: dp_ledger without kind and form, budgets only in
 // dp_budget. Version 1 records every budget as an event in the hash chain and
-// each scope's neighbour relation. [Init] and [Ledger.Charge] upgrade a
-// version-0 file in place (see migrate.go); reading and [Verify] accept both.
-const SchemaVersion = 1
+// each scope's neighbour relation. Version 2 changes only the dp_budget_status
+// view: its mu_remaining is the one remaining figure (dp_scope_state's, and no
+// more than the file's cap leaves), which a dpsql of version 1 does not
+// recognise. [Init], [Ledger.Charge] and [Ledger.Append] upgrade a version-0 or
+// version-1 file in place, inside their transaction (see migrate.go); reading
+// and [Verify] accept versions 0 to SchemaVersion as they are and never change
+// them; a file of a later version is refused with [ErrNewerSchema].
+//
+// Any change to the SQL of an object dpsql creates is a new version (an older
+// dpsql would otherwise take this version's objects for tampering):
+// TestObjectSQLIsVersioned fails until it is one.
+const SchemaVersion = 2
 
 // Schema is the ledger's SQL (version [SchemaVersion]), created by [Init] in
 // the protected database file. dp_ledger is append-only (triggers reject
@@ -128,7 +138,29 @@ var (
 	ErrUnknownScope  = accountant.CodeUnknownScope.Err("unknown budget scope")
 	ErrChainBroken   = accountant.CodeChainBroken.Err("ledger hash chain broken")
 	ErrWriteConflict = accountant.CodeWriteConflict.Err("the ledger could not be locked")
+	// ErrNewerSchema reports a file whose schema version (PRAGMA
+	// user_version) is later than SchemaVersion: a newer dpsql wrote it,
+	// and this one can neither vouch for it nor charge it.
+	ErrNewerSchema = errors.New("this file was written by a newer dpsql")
 )
+
+// newerSchema is the error for a file of schema version v > SchemaVersion.
+func newerSchema(v int) error {
+	return fmt.Errorf("%w (ledger schema version %d; this dpsql reads up to %d): upgrade dpsql", ErrNewerSchema, v, SchemaVersion)
+}
+
+// knownVersion checks that v is a schema version this dpsql reads:
+// ErrNewerSchema for a later one, ErrMismatch for one no dpsql writes.
+func knownVersion(v int) error {
+	switch {
+	case v > SchemaVersion:
+		return newerSchema(v)
+	case v < 0:
+		return fmt.Errorf("%w: the file says schema version %d (PRAGMA user_version), which no dpsql writes (it reads versions 0 to %d): the version was changed",
+			ErrMismatch, v, SchemaVersion)
+	}
+	return nil
+}
 
 // budgetRecord is the params of a budget event in dp_ledger.
 type budgetRecord struct {
@@ -156,7 +188,7 @@ type ledgerConn interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// Init creates the ledger schema (if absent; a version-0 ledger is upgraded)
+// Init creates the ledger schema (if absent; a version-0 or version-1 ledger is upgraded)
 // and the budget scope b, recorded as a budget event in the hash chain and in
 // dp_budget. Creating a scope that already exists is an error.
 func Init(ctx context.Context, db *sql.DB, b accountant.Budget) error {
@@ -248,10 +280,11 @@ func createScope(ctx context.Context, x ledgerConn, b accountant.Budget) error {
 }
 
 // ensureSchema brings the file's ledger to SchemaVersion: creates it when
-// create is set and there is none, upgrades a version-0 ledger, and refuses
-// a file whose schema version or objects are not what dpsql writes
-// (checkObjects), so that nothing is written over the evidence. Run it
-// inside a write transaction.
+// create is set and there is none, upgrades a version-0 or version-1 ledger
+// (migrate.go), and refuses a file whose schema version or objects are not
+// what a dpsql of that version writes (checkObjects), so that nothing is
+// written over the evidence. Run it inside a write transaction: an upgrade is
+// committed with what the transaction writes, or rolled back with it.
 func ensureSchema(ctx context.Context, x ledgerConn, create bool) (objectsCheck, error) {
 	var v int
 	if err := x.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
@@ -277,19 +310,21 @@ func ensureSchema(ctx context.Context, x ledgerConn, create bool) (objectsCheck,
 			return objectsCheck{}, err
 		}
 	}
+	if v > SchemaVersion {
+		return objectsCheck{}, fmt.Errorf("refusing to write to this ledger; nothing was written: %w", newerSchema(v))
+	}
 	oc, err := checkObjectsIn(file, v)
 	if err != nil {
 		return oc, fmt.Errorf("refusing to write to this ledger (run `dpsql audit verify`); nothing was written: %w", err)
 	}
-	switch {
-	case v == 0:
-		return oc, migrateV0(ctx, x)
-	case oc.oldView:
-		// The view of an earlier version-1 release: derived, replaced.
-		if _, err := x.ExecContext(ctx, `DROP VIEW dp_budget_status`); err != nil {
+	if v == 0 {
+		if err := migrateV0(ctx, x); err != nil {
 			return oc, err
 		}
-		if _, err := x.ExecContext(ctx, statusViewSQL); err != nil {
+		v = 1
+	}
+	if v == 1 {
+		if err := migrateV1(ctx, x); err != nil {
 			return oc, err
 		}
 	}

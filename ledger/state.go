@@ -419,6 +419,9 @@ func (l *Ledger) state(ctx context.Context, q Queryer) (*fileState, error) {
 	if !has {
 		return nil, ErrNoLedger
 	}
+	if err := knownVersion(v); err != nil { // a newer dpsql's file: not ours to account
+		return nil, err
+	}
 	head, err := readHead(ctx, q)
 	if err != nil {
 		return nil, err

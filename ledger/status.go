@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -56,6 +57,9 @@ func ReadStatuses(ctx context.Context, db Queryer, scope string) ([]Status, erro
 	// could show any budget. (Its figures, dp_scope_state's, are checked
 	// against the chain by Verify and by every charge.)
 	if err := checkStatusView(ctx, db, v); err != nil {
+		if errors.Is(err, ErrNewerSchema) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("refusing to read dp_budget_status (run `dpsql audit verify`): %w", err)
 	}
 	nb := `'add_remove'`

@@ -169,12 +169,19 @@ func TestTamperCases(t *testing.T) {
 		{name: "user_version -1", verify: "schema version -1", status: true, tamper: func(t *testing.T, path string) {
 			sqlOn(t, path, `PRAGMA user_version = -1`)
 		}},
-		{name: "user_version 2", verify: "schema version 2", status: true, tamper: func(t *testing.T, path string) {
-			sqlOn(t, path, `PRAGMA user_version = 2`)
+		// A version-2 file that says version 1 (version 1's view is not
+		// this file's) and one that says a later version than this dpsql's.
+		{name: "user_version 1", verify: "view dp_budget_status was replaced", status: true, tamper: func(t *testing.T, path string) {
+			sqlOn(t, path, `PRAGMA user_version = 1`)
 		}},
-		{name: "user_version 99", verify: "schema version 99", status: true, tamper: func(t *testing.T, path string) {
-			sqlOn(t, path, `PRAGMA user_version = 99`)
-		}},
+		{name: "user_version 3", verify: "written by a newer dpsql (ledger schema version 3; this dpsql reads up to 2): upgrade dpsql", status: true,
+			tamper: func(t *testing.T, path string) {
+				sqlOn(t, path, `PRAGMA user_version = 3`)
+			}},
+		{name: "user_version 99", verify: "written by a newer dpsql (ledger schema version 99; this dpsql reads up to 2): upgrade dpsql", status: true,
+			tamper: func(t *testing.T, path string) {
+				sqlOn(t, path, `PRAGMA user_version = 99`)
+			}},
 		{name: "dp_budget's index pages swapped", others: manyScopes, verify: "integrity check of dp_budget", tamper: func(t *testing.T, path string) {
 			size, root := pageOf(t, path, "sqlite_autoindex_dp_budget_1")
 			data, err := os.ReadFile(path)

@@ -26,6 +26,9 @@ type Report struct {
 	Checkpoints int
 	Scopes      int  // scopes whose status was recomputed and compared
 	Head        Head // the head of the chain
+	// Version is the file's schema version (PRAGMA user_version): SchemaVersion,
+	// or an earlier one that the next write upgrades.
+	Version int
 	// Notes name what verified but is worth an auditor's look: a rigorous
 	// epsilon recorded by an earlier release's rule (or edited within that
 	// rule's distance of today's figure).
@@ -45,7 +48,8 @@ func Verify(ctx context.Context, db Queryer) (int, error) {
 //     its content (errors wrap ErrChainBroken);
 //   - if want is not nil, that the chain still contains that exact row (an
 //     auditor's kept head: a deleted or rewritten tail fails);
-//   - that the schema version is one this dpsql reads (0 or SchemaVersion)
+//   - that the schema version is one this dpsql reads (0 to SchemaVersion;
+//     a later one fails with ErrNewerSchema, before anything else is read)
 //     and every object dpsql creates in the file (the ledger's tables,
 //     indexes, triggers and view, and dp_policy, dp_account and the caches
 //     where present) has the SQL dpsql gives it, with no other trigger on
@@ -53,14 +57,14 @@ func Verify(ctx context.Context, db Queryer) (int, error) {
 //   - SQLite's integrity check of those tables and their indexes (the pages
 //     that hold them);
 //   - that every value of the ledger's tables has the type dpsql writes;
-//   - that dp_budget matches the chain's budget events (schema version 1),
+//   - that dp_budget matches the chain's budget events (schema versions 1 and 2),
 //     creation times included;
 //   - that each scope's figures in dp_scope_state match those recomputed from
 //     the chain: the last charge's id exactly, every figure to a few units
 //     in the last place (figuresULPs); a rigorous epsilon recorded by an
 //     earlier release's rule is accepted and named in Report.Notes.
 //
-// All but the first two wrap ErrMismatch. What it cannot see: a file whose
+// All but the first two (and a later version's) wrap ErrMismatch. What it cannot see: a file whose
 // chain and derived tables were rewritten together and consistently (a
 // tail deleted and dp_scope_state recomputed, say) is a consistent file;
 // only a head kept elsewhere (want) catches that.
@@ -72,6 +76,10 @@ func VerifyAt(ctx context.Context, db Queryer, want *Head) (Report, error) {
 	}
 	if !has {
 		return rep, ErrNoLedger
+	}
+	rep.Version = v
+	if err := knownVersion(v); err != nil {
+		return rep, err
 	}
 	rows, err := ReadLedger(ctx, db)
 	if err != nil {
