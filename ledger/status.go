@@ -44,23 +44,41 @@ func ReadStatus(ctx context.Context, db Queryer, scope string) (Status, error) {
 	return sts[0], nil
 }
 
-// ReadStatuses reads dp_budget_status, one scope or all (scope == "").
-func ReadStatuses(ctx context.Context, db Queryer, scope string) ([]Status, error) {
+// CheckStatusView checks that dp_budget_status may be read as dpsql's: the
+// file has a ledger (ErrNoLedger), of a schema version this dpsql reads
+// (ErrNewerSchema), and the view's SQL is the one dpsql writes at that
+// version. What the view shows is only as good as its SQL: a look-alike view
+// could show any budget. (Its figures, dp_scope_state's, are checked against
+// the chain by Verify and by every charge.) Read the view only after it.
+func CheckStatusView(ctx context.Context, db Queryer) error {
+	_, err := statusVersion(ctx, db)
+	return err
+}
+
+// statusVersion is CheckStatusView, returning the schema version.
+func statusVersion(ctx context.Context, db Queryer) (int, error) {
 	v, has, err := schemaVersion(ctx, db)
 	if err != nil {
-		return nil, err
+		return v, err
 	}
 	if !has {
-		return nil, ErrNoLedger
+		return v, ErrNoLedger
 	}
-	// What the view shows is only as good as its SQL: a look-alike view
-	// could show any budget. (Its figures, dp_scope_state's, are checked
-	// against the chain by Verify and by every charge.)
 	if err := checkStatusView(ctx, db, v); err != nil {
 		if errors.Is(err, ErrNewerSchema) {
-			return nil, err
+			return v, err
 		}
-		return nil, fmt.Errorf("refusing to read dp_budget_status (run `dpsql audit verify`): %w", err)
+		return v, fmt.Errorf("refusing to read dp_budget_status (run `dpsql audit verify`): %w", err)
+	}
+	return v, nil
+}
+
+// ReadStatuses reads dp_budget_status, one scope or all (scope == ""),
+// once CheckStatusView passes.
+func ReadStatuses(ctx context.Context, db Queryer, scope string) ([]Status, error) {
+	v, err := statusVersion(ctx, db)
+	if err != nil {
+		return nil, err
 	}
 	nb := `'add_remove'`
 	if v >= 1 {

@@ -19,6 +19,11 @@ file whose -shm file is missing in a directory you cannot write (only when no
 process writes the file). --each prints one line per row: its id, the hash
 computed here, and "ok" or what is wrong.
 
+It reads ledgers of schema versions 0 to 2 (PRAGMA user_version; the chain's
+canonical forms are the same in versions 1 and 2, which differ only in the
+dp_budget_status view) and prints the version; a file of a later version was
+written by a newer dpsql and is refused (exit 2), as dpsql refuses it.
+
 Exit status: 0 when the chain is intact, 1 at the first problem, 2 for a
 usage mistake or a file that cannot be read as a dpsql ledger.
 """
@@ -32,6 +37,7 @@ import sys
 import urllib.parse
 
 GENESIS = "0" * 64
+SCHEMA_VERSION = 2  # the latest ledger schema version this verifier reads (PRAGMA user_version)
 
 # The bytes Go's encoding/json escapes in a string, besides other control
 # characters (< 0x20, written \u00XX with lowercase hex).
@@ -135,6 +141,13 @@ def read_rows(path, immutable):
             raise LedgerError("cannot read %s: %s (a WAL file whose -shm file is missing in a directory you cannot write needs --immutable)" % (path, e))
         if not names:
             raise LedgerError("%s has no dp_ledger table: it is not a dpsql ledger" % path)
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise LedgerError("%s was written by a newer dpsql (ledger schema version %d; this verifier reads up to %d): "
+                              "use the verify_ledger.py of that dpsql" % (path, version, SCHEMA_VERSION))
+        if version < 0:
+            raise LedgerError("%s says ledger schema version %d (PRAGMA user_version), which no dpsql writes: the version was changed"
+                              % (path, version))
         extra = "kind, form" if {"kind", "form"} <= names else "CAST('charge' AS TEXT), 0"
         rows = []
         for r in con.execute("SELECT id, at, scope, mechanism, mu, params, coalesce(query, ''), prev_hash, hash, "
@@ -159,7 +172,7 @@ def read_rows(path, immutable):
             if row["kind"] == b"":
                 row["kind"] = b"charge"  # dpsql reads an empty kind as a charge
             rows.append(row)
-        return rows
+        return version, rows
     finally:
         con.close()
 
@@ -199,7 +212,7 @@ def main(argv):
             ap.error("--head %r is not ID:HASH (a decimal id, a colon and 64 lowercase hex digits)" % args.head)
         head = (int(m.group(1)), m.group(2).encode())
     try:
-        rows = read_rows(args.db, args.immutable)
+        version, rows = read_rows(args.db, args.immutable)
     except LedgerError as e:
         print("verify_ledger: %s" % e, file=sys.stderr)
         return 2
@@ -213,7 +226,7 @@ def main(argv):
                   % (head[0], head[1].decode()), file=sys.stderr)
             return 1
     last = rows[-1] if rows else {"id": 0, "hash": GENESIS.encode()}
-    print("ledger chain OK: %d rows" % len(rows))
+    print("ledger chain OK: %d rows (schema version %d)" % (len(rows), version))
     print("head %d:%s" % (last["id"], last["hash"].decode("utf-8", "replace")))
     return 0
 

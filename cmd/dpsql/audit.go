@@ -70,7 +70,8 @@ func (m *Main) newVerifyCmd() *cobra.Command {
 		Short: "Check the ledger's hash chain and recompute what the file says",
 		Long: `Recompute the hash of every ledger row and check that it chains to the previous
 row and that each row's recorded mu matches its content; check the schema
-version and that every object dpsql creates in the file (tables, indexes,
+version (printed; a file of a later version than this dpsql reads is refused:
+upgrade dpsql) and that every object dpsql creates in the file (tables, indexes,
 triggers, the dp_budget_status view, dp_policy, dp_account) has the SQL dpsql
 gives it, that SQLite's integrity check of those tables passes and that their
 values have the types dpsql writes; check that dp_budget matches the chain's
@@ -137,6 +138,18 @@ fails unless the chain still contains that row.`,
 	return cmd
 }
 
+// schemaLine says which schema version a verified file has and, for an
+// earlier one, what its next write does.
+func schemaLine(v int) string {
+	switch {
+	case v == ledger.SchemaVersion:
+		return fmt.Sprintf("schema version %d", v)
+	case v == 0:
+		return fmt.Sprintf("schema version 0, the first release's: its next charge or dp_init upgrades it to version %d (docs/ledger.md, Schema versions)", ledger.SchemaVersion)
+	}
+	return fmt.Sprintf("schema version %d, an earlier dpsql's: its next charge or dp_init upgrades it to version %d (docs/ledger.md, Schema versions)", v, ledger.SchemaVersion)
+}
+
 // errNothingToVerify is verifyLedger's answer for a database without a ledger.
 var errNothingToVerify = errors.New("this database has no dpsql ledger, so there is nothing to verify (create one with `dpsql init DB --mu 1` or SELECT dp_init(1.0))")
 
@@ -154,6 +167,7 @@ func verifyLedger(ctx context.Context, db ledger.Queryer, w io.Writer, head *led
 	}
 	fmt.Fprintf(w, "ledger OK: %d rows, chain intact (charges: %d, budget events: %d%s); every dpsql object as dpsql writes it and its pages intact, dp_budget and dp_scope_state match the chain\n", r.Rows, r.Charges, r.Budgets, records)
 	fmt.Fprintf(w, "head %s\n", r.Head)
+	fmt.Fprintln(w, schemaLine(r.Version))
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

@@ -49,6 +49,11 @@ the number of ledger entries.`,
 // view's order; the table format adds, per scope, what its budget check
 // compares.
 func printBudget(ctx context.Context, db ledger.Queryer, p *printer) error {
+	// Only dpsql's view, of a version this dpsql reads: a look-alike view
+	// could show any budget.
+	if err := ledger.CheckStatusView(ctx, db); err != nil {
+		return err
+	}
 	rows, err := db.QueryContext(ctx, `SELECT * FROM dp_budget_status ORDER BY scope = '*', scope`)
 	if err != nil {
 		if strings.Contains(err.Error(), "no such table") {

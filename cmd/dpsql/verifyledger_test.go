@@ -74,7 +74,11 @@ func agreeRowByRow(t *testing.T, db string) {
 		}
 		fmt.Fprintf(&want, "%d %s ok\n", row.ID, row.ComputeHash())
 	}
-	fmt.Fprintf(&want, "ledger chain OK: %d rows\nhead %d:%s\n", len(rows), rows[len(rows)-1].ID, rows[len(rows)-1].Hash)
+	var version int
+	if err := raw.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(&want, "ledger chain OK: %d rows (schema version %d)\nhead %d:%s\n", len(rows), version, rows[len(rows)-1].ID, rows[len(rows)-1].Hash)
 	if r.stdout != want.String() {
 		t.Fatalf("verify_ledger.py --each disagrees with Go's hashes:\n got:\n%s\nwant:\n%s", r.stdout, want.String())
 	}
