@@ -91,6 +91,10 @@ func TestPythonVerifierVersions(t *testing.T) {
 	if r := pyVerify(t, v1); r.code != 0 || !strings.HasPrefix(r.stdout, "ledger chain OK: 15 rows (schema version 1)\n") {
 		t.Errorf("verify_ledger.py on the version-1 fixture: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	v2 := filepath.Join(dir, "v2.db")
+	copyFile(t, filepath.Join("..", "..", "ledger", "testdata", "ledger_v2.db"), v2, 0o644)
+	agreeRowByRow(t, v2) // and says version 2
+
 	mustRun(t, "query", v1, "SELECT gdp_spend(0.1)") // upgrades it
 	agreeRowByRow(t, v1)
 	if r := pyVerify(t, v1); r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf(" rows (schema version %d)\n", ledger.SchemaVersion)) {
