@@ -147,9 +147,10 @@ func BenchmarkOneChargeProcess(b *testing.B) {
 // new process replays): fresh.db, gauss1e5.db (10^5 Gaussian charges),
 // lap1e5.db (every tenth a Laplace one) and sub1e3.db (1,000 charges, every
 // tenth subsampled as dp_avgmix's and dp_select_topm's are, 1,000 steps, no
-// two alike), subtail16.db and subtail4.db (sub1e3.db and 15 more
-// subsampled charges: no checkpoint after them, as the rule before
-// replayWeight left it, or one after every fourth, as today's).
+// two alike), subtail16.db, subtail4.db and subtail1.db (sub1e3.db and 15
+// more subsampled charges: no checkpoint after them, as the rule before
+// replayWeight left it; one after every fourth, as the rule of a subsampled
+// charge counting 4 left it; one after each, as today's).
 //
 //	DPSQL_HISTORY_DIR=/tmp/h go test ./ledger -run TestWriteHistoryFiles -v
 func TestWriteHistoryFiles(t *testing.T) {
@@ -163,7 +164,8 @@ func TestWriteHistoryFiles(t *testing.T) {
 	}
 	// A tail of 15 subsampled charges after the last checkpoint (as the
 	// rule before replayWeight left it: one every 16 others), and the same
-	// tail with a checkpoint after every fourth (today's rule).
+	// tail with a checkpoint after every fourth (a subsampled charge
+	// counting 4) or after each (today's rule).
 	tail := func(every int) string {
 		path := historyFileOf(t, 1000, 10, sub)
 		if err := appendSubsampledTail(path, 15, every, sub); err != nil {
@@ -178,6 +180,7 @@ func TestWriteHistoryFiles(t *testing.T) {
 		"sub1e3.db":    historyFileOf(t, 1000, 10, sub),
 		"subtail16.db": tail(16),
 		"subtail4.db":  tail(4),
+		"subtail1.db":  tail(1),
 	} {
 		b, err := os.ReadFile(path)
 		if err != nil {
