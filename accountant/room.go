@@ -397,8 +397,31 @@ func roomOfMerged(gsq, m float64) (float64, bool) {
 // the samplers' error is paid: then the smallest epsilon Decide certifies
 // lies below eps (its search ends within 1e-12 (1 + epsilon) of that
 // smallest root, and eps keeps 1e-9 of room below the budget's).
+//
+// The composition Decide reads is the scope's PLD accumulated with the
+// Gaussian of the merged mu (rigComposition.extend folds it in, or figure
+// composes it): first an upper bound on its curve at eps, computed without
+// the convolution (pld.PLD.AccumulateDeltaBound), which settles it in most
+// cases; the composition itself only when the bound does not.
 func roomConfirm(b Budget, prior Spend, tv, mu, eps float64) (bool, error) {
 	roomEvalHook()
+	tvTot := prior.NoiseTV + tv
+	samplers := (1 + math.Exp(eps)) * tvTot * (1 + 4*rigULP)
+	if c := &prior.Comp.c; c.p != nil {
+		m := roomMerged(c.gsq, mu)
+		g, err := rigGaussianPLD(m, c.p.Interval(), ledgerMaxBins)
+		if err != nil {
+			return false, err
+		}
+		maxBins := pld.DefaultMaxBins // figure's
+		if rigGaussBins(m, c.p.Interval()) >= rigFoldBins {
+			maxBins = ledgerMaxBins // extend's fold
+		}
+		if d, ok := c.p.AccumulateDeltaBound(g, maxBins, eps); ok && d+samplers <= b.Delta {
+			roomBoundHits++
+			return true, nil
+		}
+	}
 	comp, err := prior.Comp.Add(mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mu})
 	if err != nil {
 		return false, err
@@ -407,9 +430,11 @@ func roomConfirm(b Budget, prior Spend, tv, mu, eps float64) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	tvTot := prior.NoiseTV + tv
-	return d+(1+math.Exp(eps))*tvTot*(1+4*rigULP) <= b.Delta, nil
+	return d+samplers <= b.Delta, nil
 }
+
+// roomBoundHits counts the confirmations the bound settled (tests).
+var roomBoundHits int
 
 // roomBestEpsilon returns the epsilon in (0, top] where a composition of
 // hockey-stick curve delta, released by samplers within tv of their laws,

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/dpsql/dpsql/accountant/pld"
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 )
@@ -239,5 +240,68 @@ func TestRoomOfMerged(t *testing.T) {
 				t.Errorf("gsq %v, r %v: extend merges to %v, roomMerged %v", gsq, r, n.gaussMu(), roomMerged(gsq, r))
 			}
 		}
+	}
+}
+
+// roomConfirm's bound lies at or above the curve of the composition Decide
+// reads for a Gaussian of mu (folded into the scope's PLD or composed by
+// figure), and close to it, on the states of the mixed workload, at the
+// room and around it, at several epsilons: so a confirmation it settles is
+// one Decide makes.
+func TestRoomConfirmBound(t *testing.T) {
+	h := newHistoryScope()
+	work := historyWorkload(t, 400)
+	tv := 0x1p-125
+	n := 0
+	for i, c := range work {
+		st, err := Decide(h.scope, h.scopeSpend, c.m, c.tv)
+		if err != nil {
+			t.Fatalf("charge %d: %v", i, err)
+		}
+		h.scopeSpend = h.scopeSpend.With(st)
+		if i%37 != 5 {
+			continue
+		}
+		room, err := Room(context.Background(), h.scope, h.scopeSpend, tv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := &h.scopeSpend.Comp.c
+		for _, mu := range []float64{0.01, room * 0.5, room, room * 1.0001, room * 1.3} {
+			m := roomMerged(cc.gsq, mu)
+			g, err := rigGaussianPLD(m, cc.p.Interval(), ledgerMaxBins)
+			if err != nil {
+				t.Fatal(err)
+			}
+			maxBins := pld.DefaultMaxBins
+			if rigGaussBins(m, cc.p.Interval()) >= rigFoldBins {
+				maxBins = ledgerMaxBins
+			}
+			comp, err := h.scopeSpend.Comp.Add(mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mu})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, eps := range []float64{0.5, 3, 10, 20, 30} {
+				want, err := comp.Delta(eps)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, ok := cc.p.AccumulateDeltaBound(g, maxBins, eps)
+				if !ok {
+					t.Errorf("charge %d mu %v eps %v: no bound", i, mu, eps)
+					continue
+				}
+				n++
+				if want < 1 && !(got >= want) {
+					t.Errorf("charge %d mu %v eps %v: bound %.17g below Decide's composition's %.17g", i, mu, eps, got, want)
+				}
+				if got > want*(1+2e-4)+1e-10 {
+					t.Errorf("charge %d mu %v eps %v: bound %.6g far above %.6g", i, mu, eps, got, want)
+				}
+			}
+		}
+	}
+	if n < 200 {
+		t.Fatalf("%d comparisons", n)
 	}
 }
