@@ -418,7 +418,6 @@ func roomConfirm(b Budget, prior Spend, tv, mu, eps float64) (bool, error) {
 			maxBins = ledgerMaxBins // extend's fold
 		}
 		if d, ok := c.p.AccumulateDeltaBound(g, maxBins, eps); ok && d+samplers <= b.Delta {
-			roomBoundHits++
 			return true, nil
 		}
 	}
@@ -432,9 +431,6 @@ func roomConfirm(b Budget, prior Spend, tv, mu, eps float64) (bool, error) {
 	}
 	return d+samplers <= b.Delta, nil
 }
-
-// roomBoundHits counts the confirmations the bound settled (tests).
-var roomBoundHits int
 
 // roomBestEpsilon returns the epsilon in (0, top] where a composition of
 // hockey-stick curve delta, released by samplers within tv of their laws,
