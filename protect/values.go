@@ -294,8 +294,15 @@ func buildValues(pl *plan, facts SchemaFacts) []noisyValue {
 // schemaFactsOf reads the SchemaFacts of a main-schema table.
 func schemaFactsOf(ctx context.Context, conn *sql.Conn, table string) (SchemaFacts, error) {
 	f := SchemaFacts{NotNull: map[string]bool{}, NumberOnly: map[string]bool{}}
-	var strict, withoutRowid bool
+	var strict, withoutRowid, pkIndex bool
 	if err := conn.QueryRowContext(ctx, `SELECT strict, wr FROM pragma_table_list(?) WHERE schema = 'main'`, table).Scan(&strict, &withoutRowid); err != nil {
+		return f, fmt.Errorf("reading the schema of %s: %w", table, err)
+	}
+	// An INTEGER PRIMARY KEY is the rowid (integers only, never NULL) unless
+	// SQLite gave it an index of its own: "INTEGER PRIMARY KEY DESC" is an
+	// ordinary column of INTEGER affinity under a unique index, which holds
+	// text, reals and NULLs.
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) > 0 FROM pragma_index_list(?, 'main') WHERE origin = 'pk'`, table).Scan(&pkIndex); err != nil {
 		return f, fmt.Errorf("reading the schema of %s: %w", table, err)
 	}
 	rows, err := conn.QueryContext(ctx, `SELECT name, upper(type), "notnull", pk, (SELECT count(*) FROM pragma_table_info(?1, 'main') WHERE pk > 0)
@@ -312,7 +319,7 @@ func schemaFactsOf(ctx context.Context, conn *sql.Conn, table string) (SchemaFac
 			return f, err
 		}
 		typ = strings.TrimSpace(typ)
-		rowid := !withoutRowid && typ == "INTEGER" && pk == 1 && pks == 1
+		rowid := !withoutRowid && !pkIndex && typ == "INTEGER" && pk == 1 && pks == 1
 		if notNull || rowid {
 			f.NotNull[name] = true
 		}
