@@ -76,6 +76,11 @@ func (pl *plan) explain() [][]any {
 	case pl.noise == calibrate.Auto:
 		fmt.Fprintf(&d, "; noise = 'auto' chose %s, the only law that fits", pl.cal.Law)
 	}
+	if jp := pl.join; jp != nil && jp.prot != nil { // pjoin.go
+		fmt.Fprintf(&d, "; persons of %s and %s bounded after the join: at most %d row(s) in each of %d group(s), "+
+			"each row of %s joining at most %d row(s) of its person in %s", pl.table, jp.pub.name, pl.maxRows,
+			pl.maxGroups, pl.table, jp.prot.k, jp.pub.name)
+	}
 	st[11] = d.String()
 	rows = append(rows, st)
 	// The selection and the values.

@@ -301,6 +301,9 @@ func TestProtectedJoinPlanSeeks(t *testing.T) {
 	if err := prepareAll(ctx, conn, pl); err != nil {
 		t.Fatal(err)
 	}
+	if d := fmt.Sprint(pl.explain()[0]); !strings.Contains(d, "each row of t joining at most 4 row(s) of its person in visits") {
+		t.Errorf("EXPLAIN's statement row does not state the join's bounds: %s", d)
+	}
 	for _, bad := range []string{
 		`SELECT count(*) FROM main."t" AS _p CROSS JOIN main."visits" AS _q ON _q.kind = _p.g`,
 		`SELECT count(*) FROM main."t" AS _p CROSS JOIN main."visits" AS _q INDEXED BY "visits_pid" ON _q.pid = _p.pid`,
