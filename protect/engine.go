@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dpsql/dpsql/internal/readhook"
 	"github.com/dpsql/dpsql/ledger"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -32,9 +33,6 @@ type Engine struct {
 	// policies are replayed from the chain's policy records, memoised by
 	// its head; dp_policy is never read.
 	policies policyMemo
-	// afterRow, nil outside tests, is called after each row a read scans
-	// (export_test.go: a read stopped mid-way without a clock).
-	afterRow func(ctx context.Context)
 }
 
 var (
@@ -544,9 +542,7 @@ func (e *Engine) readRows(ctx context.Context, conn *sql.Conn, pl *plan, text st
 			}
 		}
 		out = append(out, g)
-		if e.afterRow != nil {
-			e.afterRow(ctx)
-		}
+		readhook.AfterRow(ctx) // tests: a read stopped mid-way without a clock
 		// A stopped read ends at the next row, even one SQLite already had.
 		if err := ctx.Err(); err != nil {
 			return nil, err

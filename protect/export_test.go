@@ -55,29 +55,3 @@ func (h *HeldReads) Release() {
 	h.conns = nil
 	h.e.Release()
 }
-
-// StopReadsMidway makes each read of the engine of the file at path (open an
-// analyst connection and run a statement first) wait, after its first row,
-// until its context is done, and then go on, so that the statement is
-// stopped in the middle of its read whatever the machine's speed. The
-// returned channel receives once a read has reached that point. The test's
-// cleanup restores the engine.
-func StopReadsMidway(t testing.TB, path string) <-chan struct{} {
-	t.Helper()
-	enginesMu.Lock()
-	e, ok := engines[path]
-	enginesMu.Unlock()
-	if !ok {
-		t.Fatalf("no engine is open for %s: open an analyst connection and run a statement first", path)
-	}
-	reached := make(chan struct{}, 1)
-	e.afterRow = func(ctx context.Context) {
-		select {
-		case reached <- struct{}{}:
-		default:
-		}
-		<-ctx.Done()
-	}
-	t.Cleanup(func() { e.afterRow = nil })
-	return reached
-}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dpsql/dpsql/accountant"
+	"github.com/dpsql/dpsql/internal/readhook"
 	"github.com/dpsql/dpsql/protect"
 )
 
@@ -55,7 +56,8 @@ func TestStoppedAfterAcceptanceKeepsCharge(t *testing.T) {
 	if _, _, err := queryAll(context.Background(), a, fmt.Sprintf(countQuery, 0.1)); err != nil {
 		t.Fatal(err)
 	}
-	midway := protect.StopReadsMidway(t, path)
+	midway, remove := readhook.StopMidway()
+	t.Cleanup(remove)
 	type answer struct {
 		rows [][]any
 		err  error

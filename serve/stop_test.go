@@ -8,22 +8,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpsql/dpsql/internal/readhook"
 	"github.com/dpsql/dpsql/serve"
 )
 
 const slowQuery = `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = %g) sex, COUNT(*) AS n FROM patients GROUP BY sex`
 
-// readTime returns how long one DP statement (q, a format of mu, at mu
-// 0.1) takes through the service on c: the time a read takes on this
-// machine now.
-func readTime(t *testing.T, c *clinic, tok, q string) time.Duration {
-	t.Helper()
-	_, hs := c.start(t, serve.Config{})
-	t0 := time.Now()
-	if _, err := client(hs, tok).Query(context.Background(), fmt.Sprintf(q, 0.1)); err != nil {
-		t.Fatal(err)
-	}
-	return time.Since(t0)
+// stopMidway holds every protected read after its first row (of two, for
+// the statements here) until its statement's context is done, for the rest
+// of the test: a stop then falls in the middle of the read, on any machine.
+func stopMidway(t *testing.T) <-chan struct{} {
+	reached, remove := readhook.StopMidway()
+	t.Cleanup(remove)
+	return reached
 }
 
 // A DP statement still reading at the service's timeout is stopped (504,
@@ -32,13 +29,13 @@ func readTime(t *testing.T, c *clinic, tok, q string) time.Duration {
 // does (a timeout included) can stop it. A plain statement past the timeout
 // is stopped too and spends nothing. (Until issue 22 a timed-out statement
 // charged nothing, which let a WHERE whose running time depends on one row
-// read that row's bit for free.)
+// read that row's bit for free.) The read is held mid-way until the
+// timeout, so the timeout need only be longer than accepting a statement.
 func TestStatementTimeoutChargedOnce(t *testing.T) {
-	c := newClinic(t, 500000, map[string]float64{"a": 5})
+	c := newClinic(t, 2000, map[string]float64{"a": 5})
 	tok := c.account(t, "alice", "a")
-	read := readTime(t, c, tok, slowQuery)
-	t.Logf("one read: %v", read)
-	_, hs := c.start(t, serve.Config{StatementTimeout: read / 3})
+	midway := stopMidway(t)
+	_, hs := c.start(t, serve.Config{StatementTimeout: 2 * time.Second})
 	ctx := context.Background()
 	for _, q := range []string{
 		fmt.Sprintf(slowQuery, 0.5),
@@ -46,6 +43,11 @@ func TestStatementTimeoutChargedOnce(t *testing.T) {
 	} {
 		before := c.charges(t, "a")
 		_, err := client(hs, tok).Query(ctx, q)
+		select {
+		case <-midway:
+		default:
+			t.Errorf("%.60s: stopped (%v) before its read was under way", q, err)
+		}
 		if apiCode(err) != serve.CodeTimeout || !strings.Contains(err.Error(), "keeps its charge") {
 			t.Errorf("%.60s: %v (%s), want a timeout that keeps its charge", q, err, apiCode(err))
 		}
@@ -64,31 +66,26 @@ func TestStatementTimeoutChargedOnce(t *testing.T) {
 }
 
 // A client that goes away while its DP statement reads (the request's
-// context is cancelled) leaves the statement charged exactly once.
+// context is cancelled) leaves the statement charged exactly once. The
+// client leaves once the read is under way (held after its first row).
 func TestClientGoneDuringReadKeepsCharge(t *testing.T) {
-	c := newClinic(t, 500000, map[string]float64{"a": 5})
+	c := newClinic(t, 2000, map[string]float64{"a": 5})
 	tok := c.account(t, "alice", "a")
-	read := readTime(t, c, tok, slowQuery)
+	midway := stopMidway(t)
 	_, hs := c.start(t, serve.Config{})
 	before := c.charges(t, "a")
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { // disconnect once the charge shows in the ledger, or after a third of a read
-		deadline := time.Now().Add(read / 3)
-		for time.Now().Before(deadline) && c.charges(t, "a") == before {
-			time.Sleep(time.Millisecond)
-		}
+	go func() {
+		<-midway
 		cancel()
 	}()
 	_, err := client(hs, tok).Query(ctx, fmt.Sprintf(slowQuery, 0.5))
 	if err == nil {
 		t.Fatal("the statement answered before the client went away")
 	}
-	// The handler finishes on its own after the client has gone.
-	deadline := time.Now().Add(2 * read)
-	for c.charges(t, "a") == before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(read / 2)
+	// The handler finishes on its own after the client has gone: Close
+	// waits for it.
+	hs.Close()
 	if n := c.charges(t, "a") - before; n != 1 {
 		t.Errorf("a statement whose client went away while it read made %d charges, want exactly 1", n)
 	}
