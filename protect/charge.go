@@ -95,7 +95,7 @@ func prepareAll(ctx context.Context, conn *sql.Conn, pl *plan) error {
 	return authorized(conn, pl, func(denied *string) error {
 		for _, text := range texts {
 			if pl.join != nil && (pl.join.prot != nil || pl.join.index != "") {
-				if err := checkJoinPlan(ctx, conn, text, pl.join.prot != nil); err != nil { // pjoin.go
+				if err := checkJoinPlan(ctx, conn, text, pl.join.seekMode()); err != nil { // pjoin.go
 					return err
 				}
 			}

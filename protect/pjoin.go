@@ -59,6 +59,27 @@ type protJoin struct {
 	// name, and K, the rows of B each row of A joins at most.
 	index, rowid string
 	k            int
+	// unique: the index is UNIQUE on the unit alone (or the unit is the
+	// rowid): each row of A joins at most one row of B.
+	unique bool
+}
+
+// What checkJoinPlan requires of the joined table's access.
+const (
+	seekPublic    = iota // a public table: a seek of its INDEXED BY index
+	seekRows             // a protected table: a seek of (unit, rowid) or of the rowid, at most K rows
+	seekUniqueRow        // a protected table whose unit has a unique index: a seek of that index
+)
+
+// seekMode is what checkJoinPlan requires of the plan's join.
+func (jp *joinPlan) seekMode() int {
+	switch {
+	case jp.prot == nil:
+		return seekPublic
+	case jp.prot.unique && jp.prot.index != "":
+		return seekUniqueRow // INDEXED BY the unique index: no other index can be sought
+	}
+	return seekRows
 }
 
 // samePersons checks that the joined protected table t may be joined with
@@ -178,6 +199,13 @@ func (pl *plan) boundProtectedJoin(ctx context.Context, conn *sql.Conn) error {
 		if pj.index, err = unitIndex(ctx, conn, jp.pub.name, bu, kb.Collation); err != nil {
 			return err
 		}
+		if pj.index != "" {
+			err := conn.QueryRowContext(ctx, `SELECT count(*) > 0 FROM pragma_index_list(?1, 'main') WHERE name = ?2 AND "unique" = 1
+				AND (SELECT count(*) FROM pragma_index_info(?2, 'main')) = 1`, jp.pub.name, pj.index).Scan(&pj.unique)
+			if err != nil {
+				return err
+			}
+		}
 		if pj.index == "" {
 			return joinRefusalf("%s has no index on its privacy unit %s: the join looks up each person's rows of %s by "+
 				"such an index, so that its work per row stays bounded; ask the owner to create one (CREATE INDEX %s ON "+
@@ -220,7 +248,10 @@ func (pl *plan) boundProtectedJoin(ctx context.Context, conn *sql.Conn) error {
 	work := func(k int) float64 { return passes*seek + float64(k)*perJoined }
 	k := pl.maxRows * pl.maxGroups
 	if pj.index == "" {
-		k = 1 // the unit is B's INTEGER PRIMARY KEY: one row per person
+		pj.unique = true // the unit is B's rowid
+	}
+	if pj.unique {
+		k = 1 // one row of B per person
 	}
 	if w := work(k); w > MaxRowWork || math.IsNaN(w) {
 		k = int((MaxRowWork - passes*seek) / perJoined)
@@ -255,11 +286,15 @@ func unitForm(ctx context.Context, conn *sql.Conn, table, col string) (KeyForm, 
 }
 
 // integerPrimaryKey returns the name of table's INTEGER PRIMARY KEY column
-// ("" if none), which SQLite's authorizer names when the rowid is read.
+// when it is the rowid ("" if none), which SQLite's authorizer names when
+// the rowid is read. "INTEGER PRIMARY KEY DESC" is not the rowid but an
+// ordinary column under an index of its own (origin 'pk'), as is a WITHOUT
+// ROWID table's key.
 func integerPrimaryKey(ctx context.Context, conn *sql.Conn, table string) (string, error) {
 	var ipk sql.NullString
-	err := conn.QueryRowContext(ctx, `SELECT max(name) FROM pragma_table_info(?1, 'main') WHERE pk = 1 AND upper(type) = 'INTEGER'
-		AND (SELECT count(*) FROM pragma_table_info(?1, 'main') WHERE pk > 0) = 1`, table).Scan(&ipk)
+	err := conn.QueryRowContext(ctx, `SELECT max(name) FROM pragma_table_info(?1, 'main') WHERE pk = 1 AND upper(trim(type)) = 'INTEGER'
+		AND (SELECT count(*) FROM pragma_table_info(?1, 'main') WHERE pk > 0) = 1
+		AND NOT EXISTS (SELECT 1 FROM pragma_index_list(?1, 'main') WHERE origin = 'pk')`, table).Scan(&ipk)
 	return ipk.String, err
 }
 
@@ -344,10 +379,10 @@ func (pl *plan) protectedJoinedRows() string {
 
 // checkJoinPlan refuses a statement whose SQL SQLite would run with a scan
 // of the joined table instead of the seeks the work bound assumes (EXPLAIN
-// QUERY PLAN, reading nothing): for a protected table (protected), a seek
-// of (unit, rowid) or of its INTEGER PRIMARY KEY; for a public one, a seek
-// of its index.
-func checkJoinPlan(ctx context.Context, conn *sql.Conn, text string, protected bool) error {
+// QUERY PLAN, reading nothing): for a protected table (seekRows), a seek of
+// (unit, rowid), or (seekUniqueRow) any seek of its unique index or rowid;
+// for a public one (seekPublic), a seek of its index.
+func checkJoinPlan(ctx context.Context, conn *sql.Conn, text string, mode int) error {
 	rows, err := conn.QueryContext(ctx, "EXPLAIN QUERY PLAN "+text)
 	if err != nil {
 		return fmt.Errorf("protect: the rewritten statement cannot be prepared; nothing was charged: %w", err)
@@ -371,9 +406,9 @@ func checkJoinPlan(ctx context.Context, conn *sql.Conn, text string, protected b
 			d = string(b)
 		}
 		switch {
-		case strings.HasPrefix(d, "SEARCH _q ") && strings.Contains(d, "rowid=?"): // a protected table's seek
-		case !protected && strings.HasPrefix(d, "SEARCH _q USING ") && strings.Contains(d, "INDEX ") &&
-			strings.Contains(d, "=?") && !strings.Contains(d, "AUTOMATIC"): // a public table's INDEXED BY seek
+		case mode != seekPublic && strings.HasPrefix(d, "SEARCH _q ") && strings.Contains(d, "rowid=?"): // a protected table's seek
+		case mode != seekRows && strings.HasPrefix(d, "SEARCH _q USING ") && strings.Contains(d, "INDEX ") &&
+			strings.Contains(d, "=?") && !strings.Contains(d, "AUTOMATIC"): // an INDEXED BY seek: unique, or public
 		case strings.HasPrefix(d, "SEARCH _i ") && strings.Contains(d, "=?)"):
 		case strings.Contains(d, " _q ") || strings.HasSuffix(d, " _q") || strings.Contains(d, " _i ") || strings.HasSuffix(d, " _i"):
 			return refusef("SQLite would read the joined protected table by %q, not by the index seeks that bound the "+

@@ -81,7 +81,7 @@ func (pl *plan) indexedJoinWork(ctx context.Context, conn *sql.Conn, alike []boo
 		return best, nil
 	}
 	jp.index = bestIdx
-	if err := checkJoinPlan(ctx, conn, "SELECT 1 FROM "+pl.joinedRows(), false); err != nil {
+	if err := checkJoinPlan(ctx, conn, "SELECT 1 FROM "+pl.joinedRows(), seekPublic); err != nil {
 		jp.index = ""
 		return math.Inf(1), nil
 	}
