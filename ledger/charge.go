@@ -194,7 +194,7 @@ func (l *Ledger) commit(ctx context.Context, d *Decision, release func(tx *sql.T
 		return Receipt{}, l.lockError(err)
 	}
 	defer tx.Rollback()
-	fs, err := l.preflight(ctx, tx)
+	fs, oc, err := l.preflight(ctx, tx)
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -256,6 +256,7 @@ func (l *Ledger) commit(ctx context.Context, d *Decision, release func(tx *sql.T
 		return Receipt{}, fmt.Errorf("committing the charge: %w", err)
 	}
 	l.remember(next)
+	oc.note(l.path) // an upgrade committed with the charge
 	// What can still be charged, as every surface shows it (gaussianRoom):
 	// from the rooms the decision computed.
 	room := st.MuRemaining

@@ -87,7 +87,8 @@ func (l *Ledger) Append(ctx context.Context, rec Record, also func(tx *sql.Tx) e
 		return Row{}, l.lockError(err)
 	}
 	defer tx.Rollback()
-	if _, err := ensureSchema(ctx, tx, false); err != nil {
+	oc, err := ensureSchema(ctx, tx, false)
+	if err != nil {
 		return Row{}, err
 	}
 	if rec.Scope != accountant.FileScope {
@@ -107,6 +108,7 @@ func (l *Ledger) Append(ctx context.Context, rec Record, also func(tx *sql.Tx) e
 	if err := tx.Commit(); err != nil {
 		return Row{}, fmt.Errorf("committing the %s record: %w", rec.Kind, err)
 	}
+	oc.note(l.path)
 	return row, nil
 }
 

@@ -145,23 +145,24 @@ func compareCreated(ctx context.Context, q Queryer, fs *fileState) error {
 // preflight runs a charge's cheap checks in x, its transaction, before the
 // charge writes anything, and returns the chain's state: the schema version
 // and every object dpsql creates (ensureSchema: a dropped or replaced
-// trigger, a look-alike view; a version-0 file is upgraded here), the chain
+// trigger, a look-alike view; an older file is upgraded here, which the
+// caller says once it committed: objectsCheck.note), the chain
 // since the head this process last saw (state), and the derived tables
 // against the chain (checkDerived: a deleted tail leaves dp_scope_state
 // ahead of it). A charge over a disagreement would overwrite the evidence.
-func (l *Ledger) preflight(ctx context.Context, x ledgerConn) (*fileState, error) {
+func (l *Ledger) preflight(ctx context.Context, x ledgerConn) (*fileState, objectsCheck, error) {
 	oc, err := ensureSchema(ctx, x, false)
 	if err != nil {
-		return nil, err
+		return nil, oc, err
 	}
 	fs, err := l.state(ctx, x)
 	if err != nil {
-		return nil, err
+		return nil, oc, err
 	}
 	if err := checkDerived(ctx, x, fs, oc.linked); err != nil {
-		return nil, fmt.Errorf("refusing to charge (run `dpsql audit verify`); nothing was charged: %w", err)
+		return nil, oc, fmt.Errorf("refusing to charge (run `dpsql audit verify`); nothing was charged: %w", err)
 	}
-	return fs, nil
+	return fs, oc, nil
 }
 
 // checkDerived is a charge's check of the derived tables against the chain

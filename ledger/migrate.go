@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 
 	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
@@ -172,4 +173,21 @@ func writeStates(ctx context.Context, x ledgerConn, fs *fileState, names ...stri
 		}
 	}
 	return nil
+}
+
+// UpgradeNotice, when not nil, is told in words when this process has
+// upgraded a file's ledger to SchemaVersion (once: the write that upgraded it
+// committed). It prints the message on standard error; programs with a place
+// of their own for messages replace it.
+var UpgradeNotice = func(message string) {
+	fmt.Fprintf(os.Stderr, "dpsql: %s\n", message)
+}
+
+// note tells UpgradeNotice that ensureSchema upgraded the file at path, once
+// the write that did it committed.
+func (oc objectsCheck) note(path string) {
+	if oc.upgraded && UpgradeNotice != nil {
+		UpgradeNotice(fmt.Sprintf("upgraded the ledger of %s from schema version %d to %d (docs/ledger.md, Schema versions); "+
+			"a dpsql that reads only version %d or earlier no longer charges it, and says it was written by a newer dpsql", path, oc.from, SchemaVersion, oc.from))
+	}
 }

@@ -226,7 +226,7 @@ func preflightFile(t *testing.T, path string) error {
 		return err
 	}
 	defer tx.Rollback()
-	_, err = l.preflight(context.Background(), tx)
+	_, _, err = l.preflight(context.Background(), tx)
 	return err
 }
 

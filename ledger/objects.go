@@ -156,6 +156,10 @@ func readMaster(ctx context.Context, q Queryer) (map[string]master, error) {
 // reports.
 type objectsCheck struct {
 	linked []string // the derived tables present that name ledger rows (ledger_id): dp_policy, dp_account
+	// upgraded is set by ensureSchema when it upgraded the file, in the
+	// caller's transaction, from schema version from.
+	upgraded bool
+	from     int
 }
 
 // checkObjects compares the file's objects with those dpsql creates in a

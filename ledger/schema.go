@@ -201,7 +201,8 @@ func Init(ctx context.Context, db *sql.DB, b accountant.Budget) error {
 	}
 	defer conn.Close()
 	// Creating a ledger is a write, for charges to come: WAL mode.
-	if err := switchToWAL(ctx, conn, fileOf(ctx, conn)); err != nil {
+	path := fileOf(ctx, conn)
+	if err := switchToWAL(ctx, conn, path); err != nil {
 		return fmt.Errorf("creating scope %q: %w", b.Scope, err)
 	}
 	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
@@ -253,6 +254,7 @@ func Init(ctx context.Context, db *sql.DB, b accountant.Budget) error {
 		return fmt.Errorf("creating scope %q: %w", b.Scope, err)
 	}
 	done = true
+	oc.note(path)
 	return nil
 }
 
@@ -317,6 +319,7 @@ func ensureSchema(ctx context.Context, x ledgerConn, create bool) (objectsCheck,
 	if err != nil {
 		return oc, fmt.Errorf("refusing to write to this ledger (run `dpsql audit verify`); nothing was written: %w", err)
 	}
+	oc.upgraded, oc.from = v < SchemaVersion, v
 	if v == 0 {
 		if err := migrateV0(ctx, x); err != nil {
 			return oc, err

@@ -118,6 +118,10 @@ func TestVersion1FileUpgradedByCharge(t *testing.T) {
 		return out
 	}
 	objects, budgets, chain := master(), table(`SELECT * FROM dp_budget ORDER BY scope`), table(`SELECT * FROM dp_ledger ORDER BY id`)
+	var notices []string
+	prev := UpgradeNotice
+	UpgradeNotice = func(m string) { notices = append(notices, m) }
+	defer func() { UpgradeNotice = prev }()
 
 	// Over budget: refused after the upgrade ran in its transaction, so
 	// rolled back with it.
@@ -129,8 +133,8 @@ func TestVersion1FileUpgradedByCharge(t *testing.T) {
 		t.Fatalf("charging mu 100: %v, want a budget refusal", err)
 	}
 	l.db.Close()
-	if v, view := versionAndView(t, path); v != 1 || view != v1StatusView {
-		t.Errorf("after a refused charge: version %d and the view\n%s", v, view)
+	if v, view := versionAndView(t, path); v != 1 || view != v1StatusView || len(notices) > 0 {
+		t.Errorf("after a refused charge: version %d, notices %q and the view\n%s", v, notices, view)
 	}
 
 	if err := chargeFile(t, path); err != nil {
@@ -138,6 +142,11 @@ func TestVersion1FileUpgradedByCharge(t *testing.T) {
 	}
 	if v, view := versionAndView(t, path); v != 2 || view != stored(statusViewSQL) {
 		t.Errorf("after a charge: version %d and the view\n%s", v, view)
+	}
+	want := "upgraded the ledger of " + path + " from schema version 1 to 2 (docs/ledger.md, Schema versions); " +
+		"a dpsql that reads only version 1 or earlier no longer charges it, and says it was written by a newer dpsql"
+	if len(notices) != 1 || notices[0] != want {
+		t.Errorf("notices after the upgrading charge: %q, want one: %q", notices, want)
 	}
 	after := master()
 	for name, was := range objects {
@@ -160,6 +169,9 @@ func TestVersion1FileUpgradedByCharge(t *testing.T) {
 		if k != fmt.Sprintf("%#v", []any{EventCharge}) && k != fmt.Sprintf("%#v", []any{EventCheckpoint}) {
 			t.Errorf("the upgrading charge appended a row of kind %s (want only its charge and a checkpoint)", k)
 		}
+	}
+	if err := chargeFile(t, path); err != nil || len(notices) != 1 {
+		t.Errorf("a second charge: %v, notices %q (want the first one only)", err, notices)
 	}
 	db, _ := sql.Open("sqlite3", "file:"+path+"?mode=ro")
 	defer db.Close()

@@ -100,12 +100,13 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	root.SetOut(m.Stdout)
 	root.SetErr(m.Stderr)
 	mark := len(m.stopSignals) // a nested Run (demo) releases only its own
-	// A file switched to WAL mode for its first charge is said on this
-	// command's standard error.
-	prevNotice := ledger.WALNotice
+	// A file switched to WAL mode for its first charge, or whose ledger a
+	// write upgraded, is said on this command's standard error.
+	prevNotice, prevUpgrade := ledger.WALNotice, ledger.UpgradeNotice
 	ledger.WALNotice = func(msg string) { fmt.Fprintf(m.Stderr, "dpsql: %s\n", msg) }
+	ledger.UpgradeNotice = ledger.WALNotice
 	defer func() {
-		ledger.WALNotice = prevNotice
+		ledger.WALNotice, ledger.UpgradeNotice = prevNotice, prevUpgrade
 		for _, stop := range m.stopSignals[mark:] {
 			stop()
 		}

@@ -44,7 +44,13 @@ func TestVersion1FileReadUnchanged(t *testing.T) {
 	if v := userVersion(t, db); v != 1 {
 		t.Errorf("after reading: user_version %d", v)
 	}
-	mustRun(t, "query", db, "SELECT gdp_spend(0.1)")
+	r := run(t, "", "query", db, "SELECT gdp_spend(0.1)")
+	if r.code != 0 || strings.Count(r.stderr, "dpsql: upgraded the ledger of "+db+" from schema version 1 to 2") != 1 {
+		t.Errorf("the upgrading charge: exit %d, stderr %q; want the upgrade said once", r.code, r.stderr)
+	}
+	if r := run(t, "", "query", db, "SELECT gdp_spend(0.1)"); r.code != 0 || strings.Contains(r.stderr, "upgraded") {
+		t.Errorf("the next charge: exit %d, stderr %q", r.code, r.stderr)
+	}
 	if v := userVersion(t, db); v != ledger.SchemaVersion {
 		t.Errorf("after a charge: user_version %d, want %d", v, ledger.SchemaVersion)
 	}
