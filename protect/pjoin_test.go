@@ -357,3 +357,28 @@ func TestProtectedJoinWorkBound(t *testing.T) {
 	}
 	t.Logf("the heavy person adds %v of CPU (bound %v; rowWork %.0f, K %d)", extra, bound, pl.rowWork, pl.join.prot.k)
 }
+
+// A GROUP BY key from the joined protected table is released in its
+// canonical form (keys.go), as a key of the FROM table is: under NOCASE, one
+// person's 'K1' among everyone's 'k1' comes out as 'k1' on both neighbours.
+func TestProtectedJoinCanonicalKeys(t *testing.T) {
+	pt, pv := clinicPolicies()
+	e0, e1 := pjoinNeighbours(t, pt, pv,
+		`CREATE TABLE tags (pid INTEGER, tag TEXT COLLATE NOCASE)`, `CREATE INDEX tags_pid ON tags(pid)`,
+		`INSERT INTO tags SELECT DISTINCT pid, 'K1' FROM t WHERE pid = 999`,
+		`INSERT INTO tags SELECT DISTINCT pid, 'k1' FROM t WHERE pid <> 999`)
+	for _, e := range []*Engine{e0, e1} {
+		db, _ := sql.Open("sqlite3", "file:"+e.path+"?_journal_mode=WAL&_busy_timeout=10000")
+		if err := Protect(context.Background(), db, "tags", Policy{PrivacyUnit: "pid", Persons: "clinic"}); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+	}
+	q := `SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (mu = 1) tag, COUNT(*) AS n FROM t JOIN tags ON t.pid = tags.pid GROUP BY tag`
+	for i, e := range []*Engine{e0, e1} {
+		_, gs := exact(t, e, q)
+		if len(gs) != 1 || fmt.Sprint(gs[0].keys[0]) != "k1" {
+			t.Fatalf("neighbour %d: groups %v, want the one key 'k1'", i, gs)
+		}
+	}
+}
