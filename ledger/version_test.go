@@ -354,3 +354,18 @@ func TestObjectSQLIsVersioned(t *testing.T) {
 		}
 	}
 }
+
+// A version-1 file whose view is a look-alike (none a version-1 release
+// wrote) is refused by Verify and by a charge, not upgraded over: the
+// upgrade replaces only a view dpsql wrote, so the evidence stays.
+func TestVersion1LookAlikeViewNotUpgraded(t *testing.T) {
+	path := copyV1Fixture(t, "ledger_v1.db")
+	sqlOn(t, path, `DROP VIEW dp_budget_status`, `CREATE VIEW dp_budget_status AS SELECT 'default' AS scope, 1e9 AS mu_budget, 0 AS mu_spent,
+		1e9 AS mu_remaining, 0 AS epsilon_spent, 1e-5 AS delta, NULL AS epsilon_budget, NULL AS epsilon_rigorous, 0 AS entries,
+		'add_remove' AS neighbours, 'mu-GDP' AS guarantee`)
+	_, lookAlike := versionAndView(t, path)
+	refusedNamingView(t, path, "a version-1 file with a look-alike view")
+	if v, view := versionAndView(t, path); v != 1 || view != lookAlike {
+		t.Errorf("after the refused charge: version %d and the view\n%s", v, view)
+	}
+}
