@@ -158,6 +158,8 @@ func verifyLedger(ctx context.Context, db ledger.Queryer, w io.Writer, head *led
 	switch {
 	case errors.Is(err, ledger.ErrNoLedger):
 		return errNothingToVerify
+	case errors.Is(err, ledger.ErrNewerSchema):
+		return fmt.Errorf("cannot verify it: %w", err) // not a failed check: a file this dpsql cannot read
 	case err != nil:
 		return fmt.Errorf("ledger verification failed after %d good rows: %w", r.Rows, err)
 	}
