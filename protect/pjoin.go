@@ -184,7 +184,8 @@ func (pl *plan) boundProtectedJoin(ctx context.Context, conn *sql.Conn) error {
 		if _, shadowed := cols[n]; shadowed {
 			continue
 		}
-		rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM main.%s LIMIT 0", n, dpselect.QuoteIdent(jp.pub.name)))
+		rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM main.%s LIMIT 0", n,
+			dpselect.QuoteIdent(jp.pub.name)))
 		if err == nil {
 			rows.Close()
 			pj.rowid = n
@@ -200,7 +201,8 @@ func (pl *plan) boundProtectedJoin(ctx context.Context, conn *sql.Conn) error {
 			return err
 		}
 		if pj.index != "" {
-			err := conn.QueryRowContext(ctx, `SELECT count(*) > 0 FROM pragma_index_list(?1, 'main') WHERE name = ?2 AND "unique" = 1
+			err := conn.QueryRowContext(ctx, `SELECT count(*) > 0 FROM pragma_index_list(?1, 'main')
+				WHERE name = ?2 AND "unique" = 1
 				AND (SELECT count(*) FROM pragma_index_info(?2, 'main')) = 1`, jp.pub.name, pj.index).Scan(&pj.unique)
 			if err != nil {
 				return err
@@ -292,7 +294,8 @@ func unitForm(ctx context.Context, conn *sql.Conn, table, col string) (KeyForm, 
 // ROWID table's key.
 func integerPrimaryKey(ctx context.Context, conn *sql.Conn, table string) (string, error) {
 	var ipk sql.NullString
-	err := conn.QueryRowContext(ctx, `SELECT max(name) FROM pragma_table_info(?1, 'main') WHERE pk = 1 AND upper(trim(type)) = 'INTEGER'
+	err := conn.QueryRowContext(ctx, `SELECT max(name) FROM pragma_table_info(?1, 'main')
+		WHERE pk = 1 AND upper(trim(type)) = 'INTEGER'
 		AND (SELECT count(*) FROM pragma_table_info(?1, 'main') WHERE pk > 0) = 1
 		AND NOT EXISTS (SELECT 1 FROM pragma_index_list(?1, 'main') WHERE origin = 'pk')`, table).Scan(&ipk)
 	return ipk.String, err
@@ -361,7 +364,8 @@ func (pl *plan) protectedJoinedRows() string {
 		on = append(on, fmt.Sprintf("_q.%s = _p.%s", bu, au))
 	} else {
 		from += " INDEXED BY " + q(pj.index)
-		on = append(on, fmt.Sprintf("_q.%s = _p.%s AND _q.%s IN (SELECT _i.%s FROM main.%s AS _i INDEXED BY %s WHERE _i.%s = _p.%s LIMIT %d)",
+		on = append(on, fmt.Sprintf("_q.%s = _p.%s AND _q.%s IN "+
+			"(SELECT _i.%s FROM main.%s AS _i INDEXED BY %s WHERE _i.%s = _p.%s LIMIT %d)",
 			bu, au, pj.rowid, pj.rowid, b, q(pj.index), bu, au, pj.k))
 	}
 	var guards []string
@@ -370,7 +374,8 @@ func (pl *plan) protectedJoinedRows() string {
 		if strings.EqualFold(p[0], pl.policy.PrivacyUnit) && strings.EqualFold(p[1], pj.unit) {
 			continue
 		}
-		on = append(on, fmt.Sprintf("(octet_length(_q.%s) > %d) IS NOT 1 AND _p.%s = _q.%s", q(p[1]), pj.policy.maxLength(p[1]),
+		on = append(on, fmt.Sprintf("(octet_length(_q.%s) > %d) IS NOT 1 AND _p.%s = _q.%s", q(p[1]),
+			pj.policy.maxLength(p[1]),
 			q(p[0]), q(p[1])))
 	}
 	return fmt.Sprintf("(SELECT %s FROM main.%s AS _p %s %s ON %s WHERE %s)", l.String(), q(pl.table), op, from,
@@ -406,11 +411,13 @@ func checkJoinPlan(ctx context.Context, conn *sql.Conn, text string, mode int) e
 			d = string(b)
 		}
 		switch {
-		case mode != seekPublic && strings.HasPrefix(d, "SEARCH _q ") && strings.Contains(d, "rowid=?"): // a protected table's seek
+		case mode != seekPublic && strings.HasPrefix(d, "SEARCH _q ") && strings.Contains(d, "rowid=?"):
+			// a protected table's seek
 		case mode != seekRows && strings.HasPrefix(d, "SEARCH _q USING ") && strings.Contains(d, "INDEX ") &&
 			strings.Contains(d, "=?") && !strings.Contains(d, "AUTOMATIC"): // an INDEXED BY seek: unique, or public
 		case strings.HasPrefix(d, "SEARCH _i ") && strings.Contains(d, "=?)"):
-		case strings.Contains(d, " _q ") || strings.HasSuffix(d, " _q") || strings.Contains(d, " _i ") || strings.HasSuffix(d, " _i"):
+		case strings.Contains(d, " _q ") || strings.HasSuffix(d, " _q") || strings.Contains(d, " _i ") ||
+			strings.HasSuffix(d, " _i"):
 			return refusef("SQLite would read the joined protected table by %q, not by the index seeks that bound the "+
 				"join's work per row; nothing was charged", d)
 		}

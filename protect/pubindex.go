@@ -49,7 +49,8 @@ func (pl *plan) onAlike(ctx context.Context, conn *sql.Conn) ([]bool, error) {
 // cheapest usable index of the public table (+Inf when there is none, or
 // SQLite would not seek it), and sets the plan's index when it fits
 // MaxRowWork. lens are the public ON columns' longest values.
-func (pl *plan) indexedJoinWork(ctx context.Context, conn *sql.Conn, alike []bool, lens []any, passes float64) (float64, error) {
+func (pl *plan) indexedJoinWork(ctx context.Context, conn *sql.Conn, alike []bool, lens []any,
+	passes float64) (float64, error) {
 	jp := pl.join
 	best, bestIdx := math.Inf(1), ""
 	seekCmp := math.Ceil(math.Log2(float64(jp.pub.rows)+1)) + 16
