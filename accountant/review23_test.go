@@ -1,0 +1,156 @@
+package accountant
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dpsql/dpsql/mechanism"
+	"github.com/dpsql/dpsql/release"
+)
+
+// review23: random mixed histories at extreme budgets (mu 1e-6 to 1e6,
+// delta 1e-5 and 1e-9, samplers' error from none to the cap's). After each
+// history the recorded room is one Decide accepts, never above Decide's
+// limit (a search with Decide to 1e-7), and a new process recomputes it
+// bit for bit from the encoding. (How far below the limit it may lie is
+// review23_fail_test.go's: not within 3e-4 on a nearly full scope; and
+// filling the scope to 0.999 of its room makes Room fail there.)
+func TestReview23RoomRandomHistories(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	review23RandomHistories(t, 23, 3, 1)
+}
+
+// review23RandomHistories checks reps random histories per budget, each in
+// stages states: the history, then (stages 2 and 3) the scope filled to
+// 0.999 of its room, then by exactly its room.
+func review23RandomHistories(t *testing.T, seed uint64, reps, stages int) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	g := func(mu float64) mechanism.Mechanism { return mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mu} }
+	randMech := func(scale float64) (mechanism.Mechanism, float64) {
+		f := math.Exp(rng.Float64()*4 - 3) // 0.05..1 of scale
+		x := scale * f
+		switch rng.IntN(7) {
+		case 0:
+			return g(x), release.NoiseTVOf(1 + rng.IntN(50))
+		case 1:
+			return mechanism.Mechanism{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: x}, 0
+		case 2:
+			l, err := release.TruncatedLaplaceFor(1, x, 1e-9)
+			if err != nil {
+				return g(x), 0
+			}
+			return mechanism.Mechanism{Kind: mechanism.KindTruncatedLaplace, Epsilon: l.Epsilon, Delta: l.Delta,
+				Sensitivity: l.Sensitivity, Sigma: l.Scale, Support: l.Support}, 0
+		case 3:
+			return mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: math.Min(0.5, 0.01+rng.Float64()*0.1),
+				Sigma: math.Min(1e6, math.Max(0.6, 1/x)), Steps: 1 + rng.IntN(50)}, 0
+		case 4:
+			return mechanism.Mechanism{Kind: mechanism.KindComposite, Parts: []mechanism.Mechanism{
+				{Kind: mechanism.KindGaussianInf, Mu: x / 2, Delta: 1e-10},
+				g(x / 2), g(x / 3),
+			}}, release.NoiseTVOf(200)
+		case 5:
+			return mechanism.Mechanism{Kind: mechanism.KindLaplaceInf, Sensitivity: 1, Epsilon: x, Delta: 1e-12}, 0
+		default:
+			return g(x * 3), release.NoiseTVOf(1)
+		}
+	}
+	type budgetCase struct {
+		mu, delta, scale float64
+		n                int
+	}
+	budgets := []budgetCase{
+		{1, 1e-5, 0.1, 12},
+		{1e-6, 1e-5, 1e-7, 6},
+		{1e6, 1e-5, 3, 8}, // the samplers' cap decides (epsilon about 68)
+		{2, 1e-9, 0.3, 10},
+		{20, 1e-5, 1, 10},
+		{0.05, 1e-5, 0.01, 10},
+	}
+	trials := 0
+	for bi, bc := range budgets {
+		for rep := range reps {
+			b := Budget{Scope: "s", Mu: bc.mu, Delta: bc.delta}
+			var s Spend
+			var hist []mechanism.Mechanism
+			var tvs []float64
+			nonG := false
+			for range bc.n {
+				m, tv := randMech(bc.scale)
+				c, err := Decide(b, s, m, tv)
+				if err != nil {
+					continue
+				}
+				s = s.With(c)
+				hist = append(hist, m)
+				tvs = append(tvs, tv)
+				nonG = nonG || !m.IsGaussian()
+				if enc, err := s.Comp.MarshalBinary(); err != nil {
+					t.Fatal(err)
+				} else if err := new(Composition).UnmarshalBinary(enc); err != nil {
+					t.Errorf("budget %v: after %+v the encoding does not decode: %v", b, hist, err)
+				}
+			}
+			if !nonG {
+				continue
+			}
+			tv := []float64{0, 0x1p-125, release.NoiseTVOf(1), release.NoiseTVOf(1000)}[rng.IntN(4)]
+			for stage := range stages {
+				trials++
+				room := review23Check(t, b, s, tv, bi, rep, stage)
+				if !(room > 0) {
+					break
+				}
+				// Fill: to nearly full (room (1 - 1e-3)), then exactly the room.
+				fill := room
+				if stage == 0 {
+					fill = room * (1 - 1e-3)
+				}
+				c, err := Decide(b, s, g(fill), tv)
+				if err != nil {
+					t.Errorf("budget %d rep %d stage %d: filling with %v refused: %v", bi, rep, stage, fill, err)
+					break
+				}
+				s = s.With(c)
+				hist = append(hist, g(fill))
+				if testing.Verbose() {
+					t.Logf("budget %v rep %d stage %d: filled %v tv %v after %v tvs %v", b, rep, stage, fill, tv, hist, tvs)
+				}
+			}
+		}
+	}
+	t.Logf("%d states checked", trials)
+}
+
+func review23Check(t *testing.T, b Budget, s Spend, tv float64, bi, rep, stage int) float64 {
+	t.Helper()
+	g := func(mu float64) mechanism.Mechanism { return mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mu} }
+	room, err := Room(context.Background(), b, s, tv)
+	if err != nil {
+		t.Errorf("budget %v rep %d stage %d tv %v: %v (sumsq %v, nonGaussian %d, noiseTV %v)", b, rep, stage, tv, err, s.SumSq, s.NonGaussian, s.NoiseTV)
+		return 0
+	}
+	if room > 0 {
+		if _, err := Decide(b, s, g(room), tv); err != nil {
+			t.Errorf("budget %v rep %d stage %d tv %v: room %.17g refused: %v", b, rep, stage, tv, room, err)
+		}
+	}
+	hi := roomUpper(b, s, tv)
+	if hi > roomNegligible*b.Mu {
+		exact, err := roomExact(context.Background(), b, s, tv, 0, hi, 1e-7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if room > exact {
+			t.Errorf("budget %v rep %d stage %d tv %v: room %.9g, Decide's limit %.9g (relative %.3g)", b, rep, stage, tv, room, exact, room/exact-1)
+		}
+	}
+	if again := freshRoom(t, b, s, tv); math.Float64bits(again) != math.Float64bits(room) {
+		t.Errorf("budget %v rep %d stage %d tv %v: room %.17g, a new process %.17g", b, rep, stage, tv, room, again)
+	}
+	return room
+}
