@@ -22,6 +22,9 @@ import (
 
 var chargingCall = regexp.MustCompile(`(?i)\b(` + strings.Join(sqlfuncs.ChargingFunctions, "|") + `)\s*\(`)
 
+// creatingCall matches the charging functions that create a ledger.
+var creatingCall = regexp.MustCompile(`(?i)\b(dp_init|dp_init_epsilon)\s*\(`)
+
 // beforeStatement switches the file to WAL mode if query calls a charging
 // function and the file is in another mode. It does nothing inside a
 // transaction (where a charge is refused anyway) and reports nothing: a
@@ -32,6 +35,13 @@ func (c *conn) beforeStatement(query string) {
 	}
 	path := c.SQLiteConn.GetFilename("main")
 	if path == "" || pragmaValue(c.SQLiteConn, "PRAGMA journal_mode") == "wal" {
+		return
+	}
+	// A charge that will be refused without a write (a newer dpsql's file,
+	// objects not dpsql's, no ledger to charge) leaves the file as it is:
+	// the statement's charge then refuses with the same error. Its budget
+	// is decided only once the statement runs, after the switch.
+	if ledger.CheckBeforeWAL(context.Background(), path, creatingCall.MatchString(query)) != nil {
 		return
 	}
 	// Without waiting for readers (SQLite switches only when none reads):

@@ -186,7 +186,7 @@ func (d *Decision) decideAt(ctx context.Context, fs *fileState) error {
 // commit runs the charge's transaction; d is this call's own copy.
 func (l *Ledger) commit(ctx context.Context, d *Decision, release func(tx *sql.Tx) (map[string]any, error)) (Receipt, error) {
 	c := d.c
-	if err := l.ensureWAL(ctx); err != nil {
+	if err := l.ensureWAL(ctx, d); err != nil {
 		return Receipt{}, err
 	}
 	tx, err := l.db.BeginTx(ctx, nil)

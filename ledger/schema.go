@@ -202,6 +202,9 @@ func Init(ctx context.Context, db *sql.DB, b accountant.Budget) error {
 	defer conn.Close()
 	// Creating a ledger is a write, for charges to come: WAL mode.
 	path := fileOf(ctx, conn)
+	if err := (&Ledger{path: path}).checkBeforeSwitch(ctx, conn, nil, true); err != nil {
+		return err
+	}
 	if err := switchToWAL(ctx, conn, path); err != nil {
 		return fmt.Errorf("creating scope %q: %w", b.Scope, err)
 	}

@@ -87,11 +87,12 @@ func fileOf(ctx context.Context, q Queryer) string {
 }
 
 // ensureWAL is switchToWAL on the ledger's connection, before a charge's
-// transaction.
+// transaction, once the refusals that need no write passed
+// (checkBeforeSwitch; d is the charge, decided there).
 // Once found in WAL mode the file is not asked again: it stays so unless
 // someone switches it back, and a charge in another mode is refused by
 // SQLite's locks (the reading statement's), not allowed.
-func (l *Ledger) ensureWAL(ctx context.Context) error {
+func (l *Ledger) ensureWAL(ctx context.Context, d *Decision) error {
 	if l.wal.Load() {
 		return nil
 	}
@@ -100,6 +101,15 @@ func (l *Ledger) ensureWAL(ctx context.Context) error {
 		return l.lockError(err)
 	}
 	defer conn.Close()
+	var mode string
+	if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return l.lockError(err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		if err := l.checkBeforeSwitch(ctx, conn, d, false); err != nil {
+			return err
+		}
+	}
 	if err := switchToWAL(ctx, conn, l.path); err != nil {
 		return err
 	}
