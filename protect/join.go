@@ -32,9 +32,11 @@ import (
 // Running time: each protected row is compared with at most every public
 // row (whatever plan SQLite picks: an index or a scan) and yields at most
 // the public table's largest multiplicity of an ON key (read from the public
-// table) joined rows, each of which costs the statement's per-row work; the
-// product is refused above MaxRowWork. The protected ON columns are read
-// only up to their max_length (rows whose value is longer are dropped).
+// table) joined rows, each of which costs the statement's per-row work and
+// the copy of the public columns the statement reads, counted at their
+// longest values (public; joincarry.go); the product is refused above
+// MaxRowWork. The protected ON columns are read only up to their max_length
+// (rows whose value is longer are dropped).
 
 // publicTable is what the engine read of the joined public table: its name
 // as the schema spells it, its columns by lower-case name and its number of
@@ -450,12 +452,20 @@ func (pl *plan) boundJoinWork(ctx context.Context, conn *sql.Conn) error {
 			passes++
 		}
 	}
+	// Each joined row carries the public columns the statement reads, at
+	// their longest values (public data; joincarry.go).
+	pubCols, err := jp.publicCarried(ctx, conn)
+	if err != nil {
+		return err
+	}
+	copyWork := carriedWork(pubCols)
+	perJoined := pl.rowWork + copyWork
 	lookup := passes * float64(jp.pub.rows) * jp.onWork
-	work := lookup + float64(jp.mult)*(pl.rowWork+numberBytes*float64(len(jp.flat)+1))
+	work := lookup + float64(jp.mult)*perJoined
 	if work > MaxRowWork || math.IsNaN(work) {
 		// A seek on an index of the public table instead of a scan
 		// (pubindex.go), when one fits.
-		iw, err := pl.indexedJoinWork(ctx, conn, alike, vals, passes)
+		iw, err := pl.indexedJoinWork(ctx, conn, alike, vals, passes, perJoined)
 		if err != nil {
 			return err
 		}
@@ -464,8 +474,17 @@ func (pl *plan) boundJoinWork(ctx context.Context, conn *sql.Conn) error {
 		}
 	}
 	if work > MaxRowWork || math.IsNaN(work) {
-		return refusef("the join may do about %.3g units of work per protected row (about a nanosecond each), over the limit of %d (protect.MaxRowWork): %s has %d rows, each compared at about %.3g units, and one ON key repeats %d times; join a smaller public table, ask the owner for an index on its ON column (CREATE INDEX ... ON %s(col), with the protected column's type and collation), or lower the ON columns' max_length in the policy",
-			work, MaxRowWork, jp.pub.name, jp.pub.rows, jp.onWork, jp.mult, dpselect.QuoteIdent(jp.pub.name))
+		var cols []string
+		for _, c := range pubCols {
+			cols = append(cols, fmt.Sprintf("%s.%s (longest %.0f bytes)", jp.pub.name, c.col, c.bytes))
+		}
+		return refusef("the join may do about %.3g units of work per protected row (about a nanosecond each), over the limit "+
+			"of %d (protect.MaxRowWork): %s has %d rows, each compared at about %.3g units, one ON key repeats %d times, "+
+			"and each joined row carries the public columns the statement reads, at their longest values (%.3g units: "+
+			"%s); join a smaller public table, read fewer or shorter public columns, ask the owner for an index on its "+
+			"ON column (CREATE INDEX ... ON %s(col), with the protected column's type and collation), or lower the ON "+
+			"columns' max_length in the policy", work, MaxRowWork, jp.pub.name, jp.pub.rows, jp.onWork, jp.mult, copyWork,
+			strings.Join(cols, ", "), dpselect.QuoteIdent(jp.pub.name))
 	}
 	pl.rowWork = work
 	return nil

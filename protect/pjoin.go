@@ -44,8 +44,9 @@ import (
 //
 // so a row of A costs at most K + 1 seeks (each about log2 of B's rows
 // comparisons of the unit, bounded by A's unit's max_length) and K joined
-// rows, each the statement's per-row work: a public bound, refused above
-// MaxRowWork. B's rows are read only through these seeks. K is the
+// rows, each the statement's per-row work and the copy of the columns it
+// carries from both tables, each at its max_length and guarded by it inside
+// the join (joincarry.go): a public bound, refused above MaxRowWork. B's rows are read only through these seeks. K is the
 // statement's max_rows times max_groups (the most joined rows a person can
 // keep), lowered to fit MaxRowWork. The plan is checked before the charge
 // (EXPLAIN QUERY PLAN must show the seek, never a scan of B).
@@ -62,6 +63,9 @@ type protJoin struct {
 	// unique: the index is UNIQUE on the unit alone (or the unit is the
 	// rowid): each row of A joins at most one row of B.
 	unique bool
+	// numberOnly are B's columns its schema says hold numbers only
+	// (joincarry.go: carried unguarded, at a number's size).
+	numberOnly map[string]bool
 }
 
 // What checkJoinPlan requires of the joined table's access.
@@ -88,14 +92,22 @@ func (c *checker) samePersons(t string, p Policy) (*protJoin, error) {
 	a, pa := c.pl.table, c.pl.policy
 	switch {
 	case strings.EqualFold(t, a):
-		return nil, joinRefusalf("%s is joined with itself: a protected table is not joined with itself", t)
+		return nil, pjoinRefusalf("%s is joined with itself: a protected table is not joined with itself", t)
 	case pa.Persons == "" || p.Persons == "" || pa.Persons != p.Persons:
-		return nil, joinRefusalf("%s and %s are both protected, and the owner has not declared that their privacy units "+
+		return nil, pjoinRefusalf("%s and %s are both protected, and the owner has not declared that their privacy units "+
 			"identify the same persons (policies %s and %s): two protected tables are joined only on privacy units the "+
 			"owner declared shared, with the same persons name in both policies (dpsql protect DB TABLE --privacy-unit "+
 			"COL --persons NAME, or \"persons\": NAME in dp_protect's policy)", a, t, personsOf(pa), personsOf(p))
 	}
 	return &protJoin{policy: p, unit: p.PrivacyUnit}, nil
+}
+
+// pjoinRefusalf refuses a join of two protected tables, saying what is
+// accepted.
+func pjoinRefusalf(format string, args ...any) error {
+	return refusef(format+"; a DP SELECT joins two protected tables on their shared privacy unit: FROM a [AS x] "+
+		"[INNER | LEFT [OUTER]] JOIN b [AS y] ON a.unit = b.unit [AND a.col = b.col ...] | USING (unit), both policies "+
+		"naming the same persons and b with an index on its unit", args...)
 }
 
 func personsOf(p Policy) string {
@@ -113,7 +125,7 @@ func (c *checker) onUnits(jp *joinPlan) error {
 			return nil
 		}
 	}
-	return joinRefusalf("a join of the protected tables %s and %s must compare their privacy units: ON %s.%s = %s.%s "+
+	return pjoinRefusalf("a join of the protected tables %s and %s must compare their privacy units: ON %s.%s = %s.%s "+
 		"[AND further equalities]; a join on other columns could pair rows of different persons",
 		c.pl.table, jp.pub.name, c.pl.table, c.pl.policy.PrivacyUnit, jp.pub.name, jp.prot.unit)
 }
@@ -166,13 +178,13 @@ func (pl *plan) boundProtectedJoin(ctx context.Context, conn *sql.Conn) error {
 		return err
 	}
 	if ka != kb {
-		return joinRefusalf("the privacy units %s.%s (%s affinity, %s) and %s.%s (%s affinity, %s) do not compare alike: "+
+		return pjoinRefusalf("the privacy units %s.%s (%s affinity, %s) and %s.%s (%s affinity, %s) do not compare alike: "+
 			"SQLite would convert one to match the other, and rows of different persons could join; ask the owner to "+
 			"declare both columns with the same type and collation", pl.table, au, ka.Affinity, ka.Collation,
 			jp.pub.name, bu, kb.Affinity, kb.Collation)
 	}
 	if ka.Collation != "BINARY" && ka.Collation != "NOCASE" {
-		return joinRefusalf("the privacy units %s.%s and %s.%s compare under %s, whose comparisons read a value's "+
+		return pjoinRefusalf("the privacy units %s.%s and %s.%s compare under %s, whose comparisons read a value's "+
 			"trailing spaces whatever its length: units joined on must be BINARY or NOCASE", pl.table, au, jp.pub.name, bu,
 			ka.Collation)
 	}
@@ -193,7 +205,7 @@ func (pl *plan) boundProtectedJoin(ctx context.Context, conn *sql.Conn) error {
 		break
 	}
 	if pj.rowid == "" {
-		return joinRefusalf("%s has no rowid (WITHOUT ROWID, or columns named rowid, _rowid_ and oid): its rows cannot be "+
+		return pjoinRefusalf("%s has no rowid (WITHOUT ROWID, or columns named rowid, _rowid_ and oid): its rows cannot be "+
 			"looked up one person at a time", jp.pub.name)
 	}
 	if !bIPK {
@@ -209,7 +221,7 @@ func (pl *plan) boundProtectedJoin(ctx context.Context, conn *sql.Conn) error {
 			}
 		}
 		if pj.index == "" {
-			return joinRefusalf("%s has no index on its privacy unit %s: the join looks up each person's rows of %s by "+
+			return pjoinRefusalf("%s has no index on its privacy unit %s: the join looks up each person's rows of %s by "+
 				"such an index, so that its work per row stays bounded; ask the owner to create one (CREATE INDEX %s ON "+
 				"%s(%s))", jp.pub.name, bu, jp.pub.name, dpselect.QuoteIdent(jp.pub.name+"_"+bu),
 				dpselect.QuoteIdent(jp.pub.name), dpselect.QuoteIdent(bu))
@@ -246,7 +258,18 @@ func (pl *plan) boundProtectedJoin(ctx context.Context, conn *sql.Conn) error {
 			passes++
 		}
 	}
-	perJoined := passes*(seek+onWork) + pl.rowWork + numberBytes*float64(len(jp.flat)+1)
+	// Each joined row carries the columns the statement reads from both
+	// tables, each up to its max_length (joincarry.go): A's copied into
+	// each of its K joined rows, B's into one joined row per row of its
+	// person in A.
+	bFacts, err := schemaFactsOf(ctx, conn, jp.pub.name)
+	if err != nil {
+		return err
+	}
+	pj.numberOnly = bFacts.NumberOnly
+	fromCols, joinedCols := pl.fromCarried(), pj.joinedCarried(jp)
+	copyWork := carriedWork(fromCols, joinedCols)
+	perJoined := passes*(seek+onWork) + pl.rowWork + copyWork
 	work := func(k int) float64 { return passes*seek + float64(k)*perJoined }
 	k := pl.maxRows * pl.maxGroups
 	if pj.index == "" {
@@ -259,10 +282,13 @@ func (pl *plan) boundProtectedJoin(ctx context.Context, conn *sql.Conn) error {
 		k = int((MaxRowWork - passes*seek) / perJoined)
 	}
 	if k < 1 {
+		cols := append(carriedNames(pl.table, fromCols), carriedNames(jp.pub.name, joinedCols)...)
 		return refusef("the join may do about %.3g units of work per row of %s (about a nanosecond each), over the limit of "+
 			"%d (protect.MaxRowWork): each row looks up its person's rows of %s by an index seek comparing %s (up to %.0f "+
-			"bytes) about %d times; ask the owner to lower the max_length of %s.%s, or use fewer aggregates read by "+
-			"queries of their own", work(1), pl.table, MaxRowWork, jp.pub.name, au, probe, seekCompares, pl.table, au)
+			"bytes) about %d times, and each joined row carries the columns the statement reads, counted at their "+
+			"max_length (%.3g units: %s); read fewer columns, or ask the owner to lower the max_length of those columns "+
+			"or of %s.%s, or use fewer aggregates read by queries of their own", work(1), pl.table, MaxRowWork,
+			jp.pub.name, au, probe, seekCompares, copyWork, strings.Join(cols, ", "), pl.table, au)
 	}
 	pj.k = k
 	pl.rowWork = work(k)
@@ -302,11 +328,15 @@ func integerPrimaryKey(ctx context.Context, conn *sql.Conn, table string) (strin
 }
 
 // unitIndex returns the name of an index of table whose first key column is
-// col under collation coll (not partial), "" if none; the first by name.
+// col under collation coll (not partial), "" if none: one on col alone if
+// there is one (SQLite seeks it by (col, rowid), which a join of two
+// protected tables needs: an index (col, x) is sought by col only), the
+// first by name among the fewest key columns.
 func unitIndex(ctx context.Context, conn *sql.Conn, table, col, coll string) (string, error) {
 	rows, err := conn.QueryContext(ctx, `SELECT il.name FROM pragma_index_list(?1, 'main') AS il
 		WHERE il.partial = 0 AND EXISTS (SELECT 1 FROM pragma_index_xinfo(il.name, 'main') AS x
-		WHERE x.seqno = 0 AND x.key = 1 AND x.name = ?2 COLLATE NOCASE AND x.coll = ?3 COLLATE NOCASE)`, table, col, coll)
+		WHERE x.seqno = 0 AND x.key = 1 AND x.name = ?2 COLLATE NOCASE AND x.coll = ?3 COLLATE NOCASE)
+		ORDER BY (SELECT count(*) FROM pragma_index_info(il.name, 'main')), il.name`, table, col, coll)
 	if err != nil {
 		return "", err
 	}
@@ -322,7 +352,6 @@ func unitIndex(ctx context.Context, conn *sql.Conn, table, col, coll string) (st
 	if err := rows.Err(); err != nil {
 		return "", err
 	}
-	sort.Strings(names)
 	if len(names) == 0 {
 		return "", nil
 	}
@@ -369,15 +398,25 @@ func (pl *plan) protectedJoinedRows() string {
 			bu, au, pj.rowid, pj.rowid, b, q(pj.index), bu, au, pj.k))
 	}
 	var guards []string
+	pDone, qDone := map[string]bool{}, map[string]bool{}
 	for _, p := range jp.on {
-		guards = append(guards, fmt.Sprintf("(octet_length(_p.%s) > %d) IS NOT 1", q(p[0]), pl.policy.maxLength(p[0])))
+		if !pDone[strings.ToLower(p[0])] {
+			pDone[strings.ToLower(p[0])] = true
+			guards = append(guards, fmt.Sprintf("(octet_length(_p.%s) > %d) IS NOT 1", q(p[0]), pl.policy.maxLength(p[0])))
+		}
 		if strings.EqualFold(p[0], pl.policy.PrivacyUnit) && strings.EqualFold(p[1], pj.unit) {
 			continue
 		}
 		on = append(on, fmt.Sprintf("(octet_length(_q.%s) > %d) IS NOT 1 AND _p.%s = _q.%s", q(p[1]),
 			pj.policy.maxLength(p[1]),
 			q(p[0]), q(p[1])))
+		qDone[strings.ToLower(p[1])] = true
 	}
+	// The carried columns, guarded by their max_length (joincarry.go): B's
+	// in ON (under LEFT JOIN the row of A stays, without that row of B), A's
+	// in WHERE.
+	on = append(on, carriedGuards("_q", pj.joinedCarried(jp), qDone)...)
+	guards = append(guards, carriedGuards("_p", pl.fromCarried(), pDone)...)
 	return fmt.Sprintf("(SELECT %s FROM main.%s AS _p %s %s ON %s WHERE %s)", l.String(), q(pl.table), op, from,
 		strings.Join(on, " AND "), strings.Join(guards, " AND "))
 }
@@ -418,8 +457,12 @@ func checkJoinPlan(ctx context.Context, conn *sql.Conn, text string, mode int) e
 		case strings.HasPrefix(d, "SEARCH _i ") && strings.Contains(d, "=?)"):
 		case strings.Contains(d, " _q ") || strings.HasSuffix(d, " _q") || strings.Contains(d, " _i ") ||
 			strings.HasSuffix(d, " _i"):
-			return refusef("SQLite would read the joined protected table by %q, not by the index seeks that bound the "+
-				"join's work per row; nothing was charged", d)
+			which := "protected"
+			if mode == seekPublic {
+				which = "public"
+			}
+			return refusef("SQLite would read the joined %s table by %q, not by the index seeks that bound the "+
+				"join's work per row; nothing was charged", which, d)
 		}
 	}
 	// No line for _q at all: SQLite left out a LEFT JOIN of a unique key

@@ -48,9 +48,10 @@ func (pl *plan) onAlike(ctx context.Context, conn *sql.Conn) ([]bool, error) {
 // indexedJoinWork returns the per-row work of the join through the
 // cheapest usable index of the public table (+Inf when there is none, or
 // SQLite would not seek it), and sets the plan's index when it fits
-// MaxRowWork. lens are the public ON columns' longest values.
+// MaxRowWork. lens are the public ON columns' longest values, perJoined the
+// work of one joined row (its per-row work and the columns it carries).
 func (pl *plan) indexedJoinWork(ctx context.Context, conn *sql.Conn, alike []bool, lens []any,
-	passes float64) (float64, error) {
+	passes, perJoined float64) (float64, error) {
 	jp := pl.join
 	best, bestIdx := math.Inf(1), ""
 	seekCmp := math.Ceil(math.Log2(float64(jp.pub.rows)+1)) + 16
@@ -74,7 +75,7 @@ func (pl *plan) indexedJoinWork(ctx context.Context, conn *sql.Conn, alike []boo
 		}
 		cmp := float64(asInt(lens[i])) + float64(pl.policy.maxLength(p[0])) + numberBytes
 		lookup := passes * (seekCmp*cmp + float64(max(m.Int64, 1)+1)*(jp.onWork+seekCmp*numberBytes))
-		if w := lookup + float64(jp.mult)*(pl.rowWork+numberBytes*float64(len(jp.flat)+1)); w < best {
+		if w := lookup + float64(jp.mult)*perJoined; w < best {
 			best, bestIdx = w, idx
 		}
 	}
