@@ -34,9 +34,10 @@ import (
 // the public table's largest multiplicity of an ON key (read from the public
 // table) joined rows, each of which costs the statement's per-row work and
 // the copy of the public columns the statement reads, counted at their
-// longest values (public; joincarry.go); the product is refused above
-// MaxRowWork. The protected ON columns are read only up to their max_length
-// (rows whose value is longer are dropped).
+// longest values (public; joincarry.go), and, when an ON key repeats, the
+// protected columns it reads, each up to its max_length (guarded then); the
+// product is refused above MaxRowWork. The protected ON columns are read
+// only up to their max_length (rows whose value is longer are dropped).
 
 // publicTable is what the engine read of the joined public table: its name
 // as the schema spells it, its columns by lower-case name and its number of
@@ -67,6 +68,10 @@ type joinPlan struct {
 	// index is the public table's index the join seeks, "" for the scan
 	// bound (pubindex.go).
 	index string
+	// guardFrom: a protected row may join several public rows (mult > 1):
+	// the protected columns the joined rows carry are guarded by their
+	// max_length (joincarry.go).
+	guardFrom bool
 }
 
 // joinUnit is the joined rows' person column when each protected row is a
@@ -310,6 +315,13 @@ func (pl *plan) joinedRows() string {
 		on = append(on, fmt.Sprintf("_p.%s = _q.%s", dpselect.QuoteIdent(p[0]), dpselect.QuoteIdent(p[1])))
 		guards = append(guards, fmt.Sprintf("(octet_length(_p.%s) > %d) IS NOT 1", dpselect.QuoteIdent(p[0]), pl.policy.maxLength(p[0])))
 	}
+	if jp.guardFrom { // a protected row may be copied into several joined rows (joincarry.go)
+		done := map[string]bool{}
+		for _, p := range jp.on {
+			done[strings.ToLower(p[0])] = true
+		}
+		guards = append(guards, carriedGuards("_p", pl.fromCarried(), done)...)
+	}
 	indexed := ""
 	if jp.index != "" { // a seek on the public table's index (pubindex.go)
 		indexed = " INDEXED BY " + dpselect.QuoteIdent(jp.index)
@@ -453,12 +465,19 @@ func (pl *plan) boundJoinWork(ctx context.Context, conn *sql.Conn) error {
 		}
 	}
 	// Each joined row carries the public columns the statement reads, at
-	// their longest values (public data; joincarry.go).
+	// their longest values (public data), and, when a protected row may
+	// join more than one public row, the protected columns it reads, each
+	// up to its max_length (guarded in joinedRows; joincarry.go): a long
+	// protected value is not copied mult times.
 	pubCols, err := jp.publicCarried(ctx, conn)
 	if err != nil {
 		return err
 	}
-	copyWork := carriedWork(pubCols)
+	var fromCols []carried
+	if jp.guardFrom = jp.mult > 1; jp.guardFrom {
+		fromCols = pl.fromCarried()
+	}
+	copyWork := carriedWork(pubCols, fromCols)
 	perJoined := pl.rowWork + copyWork
 	lookup := passes * float64(jp.pub.rows) * jp.onWork
 	work := lookup + float64(jp.mult)*perJoined
@@ -478,12 +497,13 @@ func (pl *plan) boundJoinWork(ctx context.Context, conn *sql.Conn) error {
 		for _, c := range pubCols {
 			cols = append(cols, fmt.Sprintf("%s.%s (longest %.0f bytes)", jp.pub.name, c.col, c.bytes))
 		}
+		cols = append(cols, carriedNames(pl.table, fromCols)...)
 		return refusef("the join may do about %.3g units of work per protected row (about a nanosecond each), over the limit "+
 			"of %d (protect.MaxRowWork): %s has %d rows, each compared at about %.3g units, one ON key repeats %d times, "+
-			"and each joined row carries the public columns the statement reads, at their longest values (%.3g units: "+
-			"%s); join a smaller public table, read fewer or shorter public columns, ask the owner for an index on its "+
-			"ON column (CREATE INDEX ... ON %s(col), with the protected column's type and collation), or lower the ON "+
-			"columns' max_length in the policy", work, MaxRowWork, jp.pub.name, jp.pub.rows, jp.onWork, jp.mult, copyWork,
+			"and each joined row carries the columns the statement reads, public ones at their longest values and, "+
+			"when a key repeats, protected ones at their max_length (%.3g units: %s); join a smaller public table, read "+
+			"fewer or shorter columns, ask the owner for an index on its ON column (CREATE INDEX ... ON %s(col), with "+
+			"the protected column's type and collation), or lower the protected columns' max_length in the policy", work, MaxRowWork, jp.pub.name, jp.pub.rows, jp.onWork, jp.mult, copyWork,
 			strings.Join(cols, ", "), dpselect.QuoteIdent(jp.pub.name))
 	}
 	pl.rowWork = work

@@ -573,3 +573,52 @@ func TestReview25JoinRefusalWording(t *testing.T) {
 		t.Fatalf("%s without an index on b.pid: %v; want a refusal in the words of a join of two protected tables", q, err)
 	}
 }
+
+// The public join's side of the FROM row copied K times: a protected row
+// joins up to the public table's largest multiplicity of an ON key (mult)
+// public rows, and each joined row copies the protected columns it reads, so
+// a long protected key was copied mult times (a public factor, but up to the
+// public table's size, where the unjoined statement reads it once).
+// Outcome: fixed with the rest (work25): when mult > 1 the protected
+// columns the joined rows carry are guarded by their max_length and counted
+// mult times; a join whose keys do not repeat is written as before.
+func TestReview25PublicJoinRepeatedKeyGuardsProtectedColumns(t *testing.T) {
+	build := func(repeat int, pol Policy) *Engine {
+		e, _ := r25DB(t, []string{
+			`CREATE TABLE a (pid INTEGER, g TEXT, note TEXT)`,
+			`CREATE TABLE lookup (g TEXT, label TEXT)`,
+			fmt.Sprintf(`WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM s WHERE i < %d) INSERT INTO lookup SELECT 'x', 'l' FROM s`, repeat),
+			`INSERT INTO lookup VALUES ('y', 'm')`,
+			`WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i+1 FROM s WHERE i < 99) INSERT INTO a SELECT i, 'x', 'n' FROM s`,
+			`UPDATE a SET note = hex(zeroblob(1048576)) WHERE pid = 7`,
+		}, r25Pol{"a", pol})
+		return e
+	}
+	const q = `note, COUNT(*) AS n FROM a JOIN lookup USING (g) GROUP BY note`
+	pol := Policy{PrivacyUnit: "pid", MaxLength: map[string]int{"pid": 8, "g": 8}}
+	guard := r25Guard("_p", "note", DefaultMaxLength)
+	e := build(50, pol)
+	pl, err := r25Plan(t, e, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rewrite(pl), guard) {
+		t.Errorf("%s, a key repeated 50 times: the join does not guard a.note (%s):\n%s", q, guard, rewrite(pl))
+	}
+	if least := 50.0 * (8 + DefaultMaxLength); pl.rowWork < least {
+		t.Errorf("%s: rowWork %.0f, under 50 copies of a.pid and a.note", q, pl.rowWork)
+	}
+	_, gs := exact(t, e, r25DP+q)
+	for _, g := range gs {
+		if s, ok := g.keys[0].(string); ok && len(s) > DefaultMaxLength {
+			t.Errorf("%s: a group keyed by a %d-byte note: the long row was joined", q, len(s))
+		}
+	}
+	if pl, err := r25Plan(t, build(1, pol), q); err != nil || strings.Contains(rewrite(pl), guard) {
+		t.Errorf("%s, keys that do not repeat: %v; want it answered as before, without guarding a.note", q, err)
+	}
+	big := Policy{PrivacyUnit: "pid", MaxLength: map[string]int{"pid": 8, "g": 8, "note": 1 << 20}}
+	if _, err := r25Plan(t, build(50, big), q); !IsRefusal(err) || !strings.Contains(err.Error(), "a.note (1048576 bytes)") {
+		t.Fatalf("%s with a.note's max_length 1 MB and a key repeated 50 times: %v; want a refusal naming a.note", q, err)
+	}
+}
