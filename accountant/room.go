@@ -30,7 +30,9 @@ import (
 // total-variation bound reaches its delta (SamplerCap).
 //
 // It stops when ctx is done, returning a mu that fits (below the answer) and
-// ctx's error.
+// ctx's error; on any other error it returns a mu that fits too (0, or the
+// last one its search confirmed) with that error, so a caller that must
+// record a figure can record that safe one (the ledger does).
 func Room(ctx context.Context, b Budget, prior Spend, tv float64) (float64, error) {
 	if math.IsInf(b.Mu, 1) {
 		return math.Inf(1), nil
@@ -203,9 +205,14 @@ func roomMixed(ctx context.Context, b Budget, prior Spend, tv, hi float64) (floa
 		memo[k] = v
 		return v, nil
 	}
-	// The lattice points searched: from kmin, the first whose room is
-	// above 0, to kmax, the last at or below the merged mu of hi.
-	kmin := roomLatticeUp(roomMerged(c.gsq, 0))
+	// The lattice points searched: from kmin, the first whose room is at
+	// least roomNegligible of the budget's mu (Room reports 0 below that
+	// share, so no lattice point under it can change the answer; searching
+	// them reached lattice point 1, a subnormal mu whose Gaussian PLD
+	// cannot be built, when no Gaussian waits: review23; and never a
+	// subnormal one, for a budget's mu below 1e-302), to kmax, the last at
+	// or below the merged mu of hi.
+	kmin := max(roomLatticeUp(roomMerged(c.gsq, roomNegligible*b.Mu)), roomLatticeUp(0x1p-1022))
 	if r, _ := roomOfMerged(c.gsq, roomLatticeMu(kmin)); !(r > 0) {
 		kmin++
 	}

@@ -83,8 +83,21 @@ const roomTV = 0x1p-125
 // sampler within tv of its law) that accountant.Decide accepts
 // (accountant.Room; a replace-one scope counts the call twice, so half its
 // room; +Inf for the file's total without a cap).
+//
+// A room that cannot be computed (accountant.Room fails other than by ctx)
+// never refuses a charge the budget check accepted: the figure is then the
+// mu Room returns with its error, one Decide accepts (0, or a smaller one
+// than the search would have found), never more than the scope can charge.
+// The failure is a function of the state, so Verify, recomputing through
+// this same function, records the same figure.
 func roomOf(ctx context.Context, b accountant.Budget, s accountant.Spend, tv float64) (float64, error) {
 	r, err := accountant.Room(ctx, b, s, tv)
+	if err != nil && ctx.Err() == nil {
+		if !(r >= 0) || math.IsInf(r, 1) {
+			r = 0
+		}
+		err = nil
+	}
 	if b.Relation() == mechanism.ReplaceOne {
 		r /= 2 // an add/remove call of mu is 2 mu in a replace-one scope
 	}

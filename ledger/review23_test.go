@@ -1,0 +1,54 @@
+package ledger
+
+import (
+	"context"
+	"testing"
+
+	"github.com/dpsql/dpsql/mechanism"
+	"github.com/dpsql/dpsql/release"
+)
+
+// review23: on a scope of mu 1e6 (the samplers' cap decides) a Gaussian
+// charge that Decide accepts, filling the scope to 0.9999 of the room
+// recorded before it, was refused by Ledger.Charge: the room after it could
+// not be computed (accountant.Room's lattice search reached its lowest
+// point, a subnormal mu of 2.7e-312, whose Gaussian PLD is "non-finite").
+// A room that cannot be computed now records a safe smaller figure
+// (roomOf), and the search no longer goes below roomNegligible.
+func TestReview23NearlyFullChargeRefused(t *testing.T) {
+	ctx := context.Background()
+	l, db, _ := newLedger(t, mustBudget(t, "default", 1e6, 0, 1e-5))
+	g := func(mu float64) mechanism.Mechanism { return mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mu} }
+	comp := func(a, b, c float64) mechanism.Mechanism {
+		return mechanism.Mechanism{Kind: mechanism.KindComposite, Parts: []mechanism.Mechanism{
+			{Kind: mechanism.KindGaussianInf, Mu: a, Delta: 1e-10}, g(b), g(c)}}
+	}
+	type e struct {
+		m  mechanism.Mechanism
+		tv float64
+	}
+	hist := []e{
+		{comp(1.1285707661452111, 1.1285707661452111, 0.7523805107634741), release.NoiseTVOf(200)},
+		{mechanism.Mechanism{Kind: mechanism.KindLaplaceInf, Sensitivity: 1, Epsilon: 1.691104132157499, Delta: 1e-12}, 0},
+		{mechanism.Mechanism{Kind: mechanism.KindTruncatedLaplace, Sensitivity: 1.0000305175781252, Sigma: 2.792205810546875, Epsilon: 0.35815400803182973, Delta: 9.999891014399137e-10, Support: 53.57615661621094}, 0},
+		{g(3.5283759630839815), release.NoiseTVOf(13)},
+		{comp(3.5325921580237134, 3.5325921580237134, 2.3550614386824757), release.NoiseTVOf(200)},
+		{mechanism.Mechanism{Kind: mechanism.KindLaplaceInf, Sensitivity: 1, Epsilon: 4.876052958620112, Delta: 1e-12}, 0},
+	}
+	var rc Receipt
+	var err error
+	for i, x := range hist {
+		if rc, err = l.Charge(ctx, Charge{Scope: "default", Mechanism: x.m, Details: map[string]any{mechanism.KeyNoiseTV: x.tv}, Query: "SELECT 1"}, nil); err != nil {
+			t.Fatalf("charge %d: %v", i, err)
+		}
+	}
+	// A scalar Gaussian call of 0.9999 of the recorded room (Decide
+	// accepts it: it is below the room) is charged, and the file verifies.
+	fill := rc.MuRemaining * 0.9999
+	if _, err := l.Charge(ctx, Charge{Scope: "default", Mechanism: g(fill), Details: map[string]any{mechanism.KeyNoiseTV: release.NoiseTVOf(1)}, Query: "SELECT 1"}, nil); err != nil {
+		t.Errorf("room %v: a charge of mu %v refused: %v", rc.MuRemaining, fill, err)
+	}
+	if _, err := VerifyAt(ctx, db, nil); err != nil {
+		t.Errorf("verify: %v", err)
+	}
+}
