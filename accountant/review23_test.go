@@ -209,3 +209,23 @@ func TestReview23RoomNonFinite(t *testing.T) {
 func TestReview23RoomRandomHistoriesFilled(t *testing.T) {
 	review23RandomHistories(t, 1, 5, 3)
 }
+
+// review23: a subsampled Gaussian of noise multiplier 2.4e7 or more (any q)
+// is built with bin masses above 2 (the build's error bounds, amplified by
+// 1/(e^h - 1), inflate them: total mass 4.1 at 2.4e7, 54 at 1e8, 1.55 at
+// 1e7), so the composition's encoding did not decode ("pld: invalid
+// encoding: mass out of range"): a checkpoint could not be resumed from and
+// Verify reported the honest file's kept composition as a mismatch
+// (ledger/review23_test.go). The decoder now accepts any finite
+// non-negative mass.
+func TestReview23HugeSigmaEncoding(t *testing.T) {
+	b := Budget{Scope: "s", Mu: 1e-6, Delta: 1e-5}
+	s := spendAfter(t, b, []mechanism.Mechanism{{Kind: mechanism.KindSubsampledGaussian, Q: 0.0862945909816091, Sigma: 2.406523594634199e+07, Steps: 1}}, 0)
+	enc, err := s.Comp.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := new(Composition).UnmarshalBinary(enc); err != nil {
+		t.Errorf("an accepted state's encoding does not decode: %v", err)
+	}
+}

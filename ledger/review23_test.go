@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/dpsql/dpsql/mechanism"
@@ -50,5 +51,28 @@ func TestReview23NearlyFullChargeRefused(t *testing.T) {
 	}
 	if _, err := VerifyAt(ctx, db, nil); err != nil {
 		t.Errorf("verify: %v", err)
+	}
+}
+
+// review23: a subsampled Gaussian of a very large noise multiplier (sigma
+// 2.4e7, q 0.086: what a tiny scope, mu 1e-6, accepts) composes into a PLD
+// whose bins hold masses above 2 (pld's build inflates them by its error
+// bounds), which pld.PLD.UnmarshalBinary refused ("mass out of range"): a
+// new process could not resume from the checkpoint that follows every
+// subsampled charge (it replayed from row 1), and Verify called the honest
+// file's kept composition a mismatch. The decoder now accepts any finite
+// non-negative mass (masses are upper bounds).
+func TestReview23HugeSigmaSubsampledCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	l, db, _ := newLedger(t, mustBudget(t, "default", 1e-6, 0, 1e-5))
+	m := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.0862945909816091, Sigma: 2.406523594634199e+07, Steps: 1}
+	if _, err := l.Charge(ctx, Charge{Scope: "default", Mechanism: m, Query: "SELECT 1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resumeState(ctx, db, nil); errors.Is(err, errReplay) {
+		t.Errorf("a new process cannot resume from the checkpoint after an honest charge: %v", err)
+	}
+	if _, err := VerifyAt(ctx, db, nil); err != nil {
+		t.Errorf("verify of an honest file: %v", err)
 	}
 }
