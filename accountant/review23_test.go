@@ -229,3 +229,43 @@ func TestReview23HugeSigmaEncoding(t *testing.T) {
 		t.Errorf("an accepted state's encoding does not decode: %v", err)
 	}
 }
+
+// review23: the room does not lie within 3e-4 below Decide's limit on a
+// nearly full mixed scope: after a Laplace and a Gaussian, then a Gaussian
+// of 0.999 of the room, the room is 5.5% below the largest mu Decide
+// accepts; after a charge of exactly that room it is 0 while a mu of 0.0149
+// (1.5% of the budget's mu) is still accepted. The coarse search's
+// discretisation is not relative to a small remainder (0db34fd answered the
+// same); docs/ledger.md states it. The test asserts what the docs say: never
+// above the limit, within 3e-4 of it or (nearly full) within 2% of the
+// budget's mu below it, the figures measured here.
+func TestReview23RoomNearlyFullPrecision(t *testing.T) {
+	g := func(mu float64) mechanism.Mechanism { return mechanism.Mechanism{Kind: mechanism.KindGaussian, Mu: mu} }
+	b := Budget{Scope: "s", Mu: 1, Delta: 1e-5}
+	s := spendAfter(t, b, []mechanism.Mechanism{{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: 0.05}, g(0.1)}, 0)
+	for i := range 3 {
+		room, err := Room(context.Background(), b, s, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact, err := roomExact(context.Background(), b, s, 0, 0, roomUpper(b, s, 0), 1e-7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if room > exact || (room < exact*(1-3e-4) && exact-room > 0.02*b.Mu) {
+			t.Errorf("stage %d: room %.9g, Decide's limit %.9g (relative %.3g)", i, room, exact, room/exact-1)
+		}
+		fill := room * (1 - 1e-3)
+		if i > 0 {
+			fill = room
+		}
+		if fill == 0 {
+			break
+		}
+		c, err := Decide(b, s, g(fill), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s = s.With(c)
+	}
+}

@@ -19,9 +19,13 @@ import (
 // Room returns the largest mu of one more exactly Gaussian entry (stated in
 // the scope's neighbour relation, its sampler within tv in total variation
 // of its law) that Decide accepts for budget b after prior, rounded down:
-// to a relative 1e-9 while every entry is Gaussian, 3e-4 otherwise (a
-// lattice point of roomMixed's search, below Decide's limit by the coarse
-// grid's discretisation and at most one lattice step). It is 0
+// to a relative 1e-9 while every entry is Gaussian, otherwise to a lattice
+// point of roomMixed's search, below Decide's limit by the coarse grid's
+// discretisation and at most one lattice step: about 3e-4 while much of the
+// budget is left, but the discretisation is not relative to a small
+// remainder, so on a nearly full scope the room can lie several percent
+// below the limit, or be 0 while some 1.5% of the budget's mu still fits
+// (TestReview23RoomNearlyFullPrecision). It is 0
 // when nothing fits (or less than 2e-6 of the budget's mu, which the
 // decision's allowance for round-off in sums of squares still lets
 // through), +Inf for a budget without a cap (the file's total when the
