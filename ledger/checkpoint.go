@@ -30,7 +30,9 @@ import (
 // row). A charge writes one when 16 charges of other than Gaussian entries
 // (a subsampled one counting 16: replayWeight), or 256 rows, followed the
 // last: a process that resumes replays at most that many entries, and no
-// subsampled one.
+// subsampled one. With more than 8 scopes holding charges, the 16 is
+// multiplied by one per 8 of them (checkpointScale): a checkpoint's cost
+// grows with the scopes it covers.
 //
 // Nothing in a checkpoint is trusted that the chain does not vouch for: the
 // row's hash covers the record, the record covers the compositions, and the
@@ -155,7 +157,32 @@ func parseCheckpoint(r Row) (ckptRecord, error) {
 // checkpointDue reports whether a charge that leaves f should write a
 // checkpoint after its row.
 func (f *fileState) checkpointDue() bool {
-	return f.sinceNonGaussian >= checkpointNonGaussian || f.sinceRows >= checkpointRows
+	return f.sinceNonGaussian >= checkpointNonGaussian*f.checkpointScale() || f.sinceRows >= checkpointRows
+}
+
+// checkpointScopes is how many scopes holding charges a checkpoint may
+// cover before checkpointNonGaussian is raised (checkpointScale).
+const checkpointScopes = 8
+
+// checkpointScale returns how many times checkpointNonGaussian a checkpoint
+// waits for: 1 per checkpointScopes scopes holding charges (at least 1). A
+// checkpoint records every scope (some 270 bytes each in the chain) and
+// rewrites every scope's kept composition (up to 256 KiB each), so with
+// many scopes one after every subsampled charge cost what all of them hold
+// per charge (review23: 8.3 KB of chain and 416 KB rewritten per charge at
+// 31 scopes). With S scopes a checkpoint follows every ceil(S/8)-th
+// subsampled charge instead, and a new process replays at most that many
+// less one. Where checkpoints fall is not what Verify checks (it recomputes
+// each one's contents from the rows before it), so files written under
+// either rule verify under both.
+func (f *fileState) checkpointScale() int {
+	n := 0
+	for _, s := range f.scopes {
+		if s.entries > 0 {
+			n++
+		}
+	}
+	return max(1, (n+checkpointScopes-1)/checkpointScopes)
 }
 
 // writeCheckpoint appends the checkpoint of f (whose head is the last row
@@ -324,7 +351,7 @@ func (n *fileState) addCharge(r Row) error {
 // dp_select_topm: hundreds of steps composed on the fine grid, some 25 to
 // 200 ms each in a new process, so a checkpoint follows every one), else 1.
 // A new process then replays no subsampled charge, and at most fifteen
-// others.
+// others (times checkpointScale with more than 8 scopes holding charges).
 func replayWeight(m mechanism.Mechanism) int {
 	if m.IsGaussian() {
 		return 0

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/dpsql/dpsql/mechanism"
@@ -74,5 +75,49 @@ func TestReview23HugeSigmaSubsampledCheckpoint(t *testing.T) {
 	}
 	if _, err := VerifyAt(ctx, db, nil); err != nil {
 		t.Errorf("verify of an honest file: %v", err)
+	}
+}
+
+// review23: a checkpoint records every scope and rewrites every kept
+// composition, so with many scopes one after every subsampled charge cost
+// what all of them hold per charge (416 KB rewritten at 31 scopes). With 20
+// scopes holding charges (checkpointScale 3) one follows every third
+// subsampled charge; a new process resumes from it and the file verifies.
+func TestReview23CheckpointScalesWithScopes(t *testing.T) {
+	ctx := context.Background()
+	l, db, _ := newLedger(t, mustBudget(t, "default", 20, 0, 1e-5))
+	lap := mechanism.Mechanism{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: 0.01}
+	for s := range 20 {
+		name := "s" + strconv.Itoa(s)
+		if err := l.Init(ctx, mustBudget(t, name, 20, 0, 1e-5)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Charge(ctx, Charge{Scope: name, Mechanism: lap, Query: "SELECT 1"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func() (n int) {
+		if err := db.QueryRow(`SELECT count(*) FROM dp_ledger WHERE kind = 'checkpoint'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	c0 := count()
+	for i := range 9 {
+		m := mechanism.Mechanism{Kind: mechanism.KindSubsampledGaussian, Q: 0.01, Sigma: 1 + 0.01*float64(i), Steps: 1}
+		if _, err := l.Charge(ctx, Charge{Scope: "s0", Mechanism: m, Query: "SELECT 1"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The Laplace charges left some weight since the last checkpoint, so
+	// 2 or 3 checkpoints follow 9 subsampled charges (one per charge before).
+	if n := count() - c0; n < 2 || n > 3 {
+		t.Errorf("%d checkpoints after 9 subsampled charges in a file of 20 scopes, want 3 (one per 3)", n)
+	}
+	if _, err := resumeState(ctx, db, nil); err != nil {
+		t.Errorf("a new process cannot resume: %v", err)
+	}
+	if _, err := VerifyAt(ctx, db, nil); err != nil {
+		t.Errorf("verify: %v", err)
 	}
 }
