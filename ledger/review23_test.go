@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/dpsql/dpsql/accountant"
 	"github.com/dpsql/dpsql/mechanism"
 	"github.com/dpsql/dpsql/release"
 )
@@ -119,5 +120,40 @@ func TestReview23CheckpointScalesWithScopes(t *testing.T) {
 	}
 	if _, err := VerifyAt(ctx, db, nil); err != nil {
 		t.Errorf("verify: %v", err)
+	}
+}
+
+// review23 (general form of the nearly-full regression): whatever makes
+// accountant.Room fail, a charge the budget check accepted is made, the
+// room it records is the safe figure Room returned with its error (never
+// more), and Verify, recomputing through the same rule, agrees.
+func TestReview23RoomFailureNeverRefuses(t *testing.T) {
+	ctx := context.Background()
+	l, db, _ := newLedger(t, mustBudget(t, "default", 1, 0, 1e-5))
+	defer func(f func(context.Context, accountant.Budget, accountant.Spend, float64) (float64, error)) {
+		accountantRoom = f
+	}(accountantRoom)
+	accountantRoom = func(ctx context.Context, b accountant.Budget, s accountant.Spend, tv float64) (float64, error) {
+		if b.Scope == "default" && s.NonGaussian > 0 {
+			return 0, errors.New("pld: non-finite value in a computed distribution")
+		}
+		return accountant.Room(ctx, b, s, tv)
+	}
+	lap := mechanism.Mechanism{Kind: mechanism.KindLaplace, Sensitivity: 1, Epsilon: 0.1}
+	rc, err := l.Charge(ctx, Charge{Scope: "default", Mechanism: lap, Query: "SELECT 1"}, nil)
+	if err != nil {
+		t.Fatalf("a charge the budget check accepts is refused: %v", err)
+	}
+	if rc.MuRemaining != 0 {
+		t.Errorf("room %v recorded after a failed search, want the safe 0", rc.MuRemaining)
+	}
+	if _, err := VerifyAt(ctx, db, nil); err != nil {
+		t.Errorf("verify: %v", err)
+	}
+	// A stopped computation is still refused (nothing is charged).
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := l.Charge(cctx, Charge{Scope: "default", Mechanism: lap, Query: "SELECT 1"}, nil); err == nil {
+		t.Errorf("a charge whose context is done is made")
 	}
 }
