@@ -64,19 +64,12 @@ func (p *PLD) Accumulate(o *PLD, maxBins int) (*PLD, error) {
 	if err != nil {
 		return nil, err
 	}
-	narrow := func(x *PLD) int {
-		n := len(x.rem.p)
-		if x.add != nil {
-			n = max(n, len(x.add.p))
-		}
-		return n
-	}
-	if narrow(a) < narrow(b) {
+	if a.width() < b.width() {
 		a, b = b, a
 	}
 	out := &PLD{h: a.h, tail: math.Max(a.tail, b.tail), maxBins: maxBins}
 	tau := AccumulateTail
-	if narrow(a)*narrow(b) > directMaxOps {
+	if a.width()*b.width() > directMaxOps {
 		// The FFT leaves an absolute error floor in every bin, which
 		// trimming at AccumulateTail would keep as far tails that never
 		// shrink: trim at the PLD's own tail.
@@ -122,15 +115,8 @@ func (p *PLD) trimAt(tau float64) error {
 // charged at +infinity; see above), or nil when that would take more than
 // directMaxOps*4 multiply-adds: then the FFT's powering is cheaper.
 func (p *PLD) selfComposeDirect(k int) *PLD {
-	width := func(x *PLD) int {
-		n := len(x.rem.p)
-		if x.add != nil {
-			n = max(n, len(x.add.p))
-		}
-		return n
-	}
 	// The cost without trimming, an upper bound.
-	ops, n := 0, width(p)
+	ops, n := 0, p.width()
 	acc := 0
 	for kk := k; kk > 0; kk >>= 1 {
 		if kk&1 == 1 {
@@ -149,7 +135,7 @@ func (p *PLD) selfComposeDirect(k int) *PLD {
 	}
 	step := func(a, b *PLD) *PLD {
 		out := &PLD{h: a.h, tail: a.tail, maxBins: a.maxBins}
-		if width(a) < width(b) {
+		if a.width() < b.width() {
 			a, b = b, a
 		}
 		out.rem = convDirect(a.rem, b.rem)
@@ -294,4 +280,13 @@ func (p *PLD) Fit(maxBins int) (*PLD, error) {
 	}
 	c.fitCTD(maxBins)
 	return &c, nil
+}
+
+// width is the number of bins of p's wider direction.
+func (p *PLD) width() int {
+	n := len(p.rem.p)
+	if p.add != nil {
+		n = max(n, len(p.add.p))
+	}
+	return n
 }

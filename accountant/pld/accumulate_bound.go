@@ -47,14 +47,7 @@ func (p *PLD) AccumulateDeltaBound(o *PLD, maxBins int, eps float64) (float64, b
 	if err != nil {
 		return 0, false
 	}
-	width := func(x *PLD) int {
-		n := len(x.rem.p)
-		if x.add != nil {
-			n = max(n, len(x.add.p))
-		}
-		return n
-	}
-	if width(a) < width(b) {
+	if a.width() < b.width() {
 		a, b = b, a
 	}
 	// Whichever convolution Accumulate picks (the direct one's scale and
