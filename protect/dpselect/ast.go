@@ -505,15 +505,20 @@ func parseFloat(s string) (float64, error) {
 	var v float64
 	var err error
 	if strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X") {
-		var i int64
-		i, err = strconv.ParseInt(s[2:], 16, 64)
-		v = float64(i)
+		// SQLite reads up to 16 hex digits as a 64-bit two's complement
+		// integer: 0xFFFFFFFFFFFFFFFF is -1.
+		var u uint64
+		u, err = strconv.ParseUint(s[2:], 16, 64)
+		v = float64(int64(u))
 	} else {
 		v, err = strconv.ParseFloat(s, 64)
 	}
+	hex := strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X")
 	switch {
 	case err == nil:
 		return v, nil
+	case hex && errors.Is(err, strconv.ErrRange):
+		return 0, fmt.Errorf("%s is too large (a hex literal has at most 16 digits)", s)
 	case errors.Is(err, strconv.ErrRange):
 		return 0, fmt.Errorf("%s is too large (the largest number is about 1.8e308)", s)
 	}
